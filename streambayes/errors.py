@@ -1,0 +1,32 @@
+"""One exception root for streambayes, with specific subclasses (STYLE habit 14)."""
+
+
+class StreambayesError(Exception):
+    """Root of every error streambayes raises on purpose."""
+
+
+class FeatureError(StreambayesError, ValueError):
+    """An event field cannot be turned into features (names the field and the value's type)."""
+
+
+class ModelError(StreambayesError, ValueError):
+    """A learner was misused: unknown model name, incompatible merge, bad parameter or state."""
+
+
+class SnapshotError(StreambayesError):
+    """A snapshot cannot be written, found or read: bad state, unknown id, unsupported version."""
+
+
+class CorruptSnapshot(SnapshotError):
+    """A snapshot's bytes fail verification: bad magic, truncated, checksum mismatch, bad arrays."""
+
+
+class UsageError(StreambayesError):
+    """The command line or its inputs are wrong: missing file, unknown format or model, bad flag.
+
+    The CLI prints the message on one line and exits with status 2.
+    """
+
+
+class DataUnavailable(StreambayesError):
+    """A data set cannot be found locally nor fetched (offline, no network, bad archive)."""

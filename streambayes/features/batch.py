@@ -1,0 +1,162 @@
+"""Event dicts → a columnar :class:`Batch` that every learner consumes.
+
+The ``x`` convention (River's): a flat dict of feature name → value. Keys named in
+``text_fields`` (default ``"text"``) are tokenized and hashed; other ``str``/``bool``
+values are categorical; ``int``/``float`` values are numeric; ``None`` is missing.
+
+>>> f = Featurizer(n_features=2**10)
+>>> b = f.featurize([{"text": "Free prize", "domain": "x.biz", "n_links": 3}, {"text": "hi"}])
+>>> b.n, b.tokens.indptr.tolist(), b.categorical["domain"].tolist(), b.numeric["n_links"].tolist()
+(2, [0, 2, 3], ['x.biz', None], [3.0, nan])
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from streambayes.errors import FeatureError
+from streambayes.features.hashing import FeatureHasher
+from streambayes.features.text import Tokenizer
+
+
+@dataclass(frozen=True)
+class SparseRows:
+    """Rows of (bucket, value) pairs in CSR form; a bucket may repeat within a row."""
+
+    indptr: np.ndarray  # int64, n + 1
+    indices: np.ndarray  # int64 bucket ids
+    values: np.ndarray  # float64
+
+    @property
+    def n(self) -> int:
+        return len(self.indptr) - 1
+
+    def row_ids(self) -> np.ndarray:
+        """The row of every stored entry."""
+        return np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.indptr))
+
+    @staticmethod
+    def empty(n: int) -> SparseRows:
+        return SparseRows(np.zeros(n + 1, np.int64), np.zeros(0, np.int64), np.zeros(0))
+
+
+@dataclass
+class Batch:
+    """A featurized mini-batch: hashed text tokens plus categorical and numeric columns."""
+
+    n: int
+    tokens: SparseRows
+    categorical: dict[str, np.ndarray]  # object arrays, None = missing
+    numeric: dict[str, np.ndarray]  # float64, NaN = missing
+    words: list[list[str]] | None = None  # token strings per row, kept for clues
+
+
+class Featurizer:
+    """Turn ``x`` dicts into a :class:`Batch`; the same dicts give the same batch in any process."""
+
+    def __init__(
+        self,
+        n_features: int = 2**20,
+        text_fields: Sequence[str] = ("text",),
+        lowercase: bool = True,
+        bigrams: bool = False,
+    ) -> None:
+        self.hasher = FeatureHasher(n_features)
+        self.tokenizer = Tokenizer(lowercase=lowercase, bigrams=bigrams)
+        self.text_fields = frozenset(text_fields)
+
+    @property
+    def n_features(self) -> int:
+        return self.hasher.n_features
+
+    def params(self) -> dict:
+        return {"n_features": self.n_features, "text_fields": sorted(self.text_fields),
+                **self.tokenizer.params()}
+
+    def featurize(self, xs: Sequence[Mapping], keep_words: bool = False) -> Batch:
+        n = len(xs)
+        indptr = np.zeros(n + 1, np.int64)
+        indices: list[int] = []
+        words: list[list[str]] | None = [] if keep_words else None
+        cat: dict[str, list] = {}
+        num: dict[str, np.ndarray] = {}
+        for i, x in enumerate(xs):
+            row_words: list[str] = []
+            for key, value in x.items():
+                if value is None:
+                    continue
+                if key in self.text_fields:
+                    row_words.extend(self._tokens(key, value))
+                elif isinstance(value, (str, bool)):
+                    col = cat.get(key)
+                    if col is None:
+                        col = cat[key] = [None] * n
+                    col[i] = value if isinstance(value, str) else ("true" if value else "false")
+                else:
+                    col = num.get(key)
+                    if col is None:
+                        col = num[key] = np.full(n, np.nan)
+                    col[i] = _number(key, value)
+            indices.extend(self.hasher.buckets(row_words))
+            indptr[i + 1] = len(indices)
+            if words is not None:
+                words.append(row_words)
+        tokens = SparseRows(indptr, np.array(indices, np.int64), np.ones(len(indices)))
+        categorical = {k: np.array(v, dtype=object) for k, v in cat.items()}
+        return Batch(n, tokens, categorical, num, words)
+
+    def _tokens(self, key: str, value: object) -> list[str]:
+        if not isinstance(value, str):
+            raise FeatureError(f"text field {key!r} must be a string, got {type(value).__name__}")
+        return self.tokenizer(value)
+
+
+def _number(key: str, value: object) -> float:
+    if not isinstance(value, numbers.Real):
+        raise FeatureError(
+            f"field {key!r}: expected str, bool, int, float or null, got {type(value).__name__}")
+    v = float(value)
+    if math.isinf(v):
+        raise FeatureError(f"field {key!r}: value must be finite, got {v}")
+    return v
+
+
+def fold_fields(batch: Batch, hasher: FeatureHasher) -> SparseRows:
+    """Text tokens plus categorical fields as ``field=value`` tokens and numeric fields as
+    counts of the token ``field`` (River's bag-of-words dicts): the multinomial view of an event.
+
+    >>> f = Featurizer(n_features=2**8)
+    >>> rows = fold_fields(f.featurize([{"text": "a b", "lang": "en", "b": 2}]), f.hasher)
+    >>> rows.values.tolist()
+    [1.0, 1.0, 1.0, 2.0]
+    """
+    if not batch.categorical and not batch.numeric:
+        return batch.tokens
+    rows = [batch.tokens.row_ids()]
+    cols = [batch.tokens.indices]
+    vals = [batch.tokens.values]
+    for field, column in batch.categorical.items():
+        present = np.flatnonzero(column != None)  # noqa: E711  (object array: elementwise)
+        rows.append(present)
+        cols.append(np.array([hasher.bucket(f"{field}={column[i]}") for i in present], np.int64))
+        vals.append(np.ones(len(present)))
+    for field, column in batch.numeric.items():
+        present = np.flatnonzero(~np.isnan(column))
+        if np.any(column[present] < 0):
+            raise FeatureError(f"field {field!r}: a count feature cannot be negative")
+        rows.append(present)
+        cols.append(np.full(len(present), hasher.bucket(field), np.int64))
+        vals.append(column[present])
+    return _csr(batch.n, np.concatenate(rows), np.concatenate(cols), np.concatenate(vals))
+
+
+def _csr(n: int, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray) -> SparseRows:
+    order = np.argsort(rows, kind="stable")
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    return SparseRows(indptr, cols[order].astype(np.int64), vals[order].astype(np.float64))

@@ -1,0 +1,244 @@
+"""The naive Bayes skeleton shared by every member of the family.
+
+A learner = a class index + class counts (the prior) + likelihood *components*, each
+owning its own counts: multinomial/Bernoulli/complement over hashed tokens, categorical
+over fields, Gaussian over numeric fields. ``NaiveBayes`` simply has several components.
+
+The update is "count, then derive" (STYLE habit 2): ``learn_many`` only adds (weighted,
+possibly decayed) counts; probabilities are derived at prediction time, in log space.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from streambayes.errors import ModelError
+from streambayes.features import Batch, Featurizer
+from streambayes.stats import Forgetting, ValueIndex, class_prior_log, log_normalize
+
+
+class NaiveBayesBase:
+    """Class index, priors, decay and the learner protocol; subclasses name the components."""
+
+    name = "base"
+    use_prior = True
+    _supervised = True  # River reads this in progressive_val_score
+
+    def __init__(
+        self,
+        *,
+        prior_alpha: float = 0.0,
+        class_prior: Mapping | None = None,
+        decay: float | None = None,
+        n_features: int = 2**20,
+        text_fields: Sequence[str] = ("text",),
+        lowercase: bool = True,
+        bigrams: bool = False,
+    ) -> None:
+        if prior_alpha < 0:
+            raise ModelError(f"prior_alpha must be >= 0, got {prior_alpha}")
+        self.prior_alpha = prior_alpha
+        self.class_prior = dict(class_prior) if class_prior is not None else None
+        self.decay = decay
+        self.n_features = n_features
+        self.text_fields = tuple(text_fields)
+        self.lowercase = lowercase
+        self.bigrams = bigrams
+        self._featurizer = Featurizer(n_features, self.text_fields, lowercase, bigrams)
+        self._reset()
+
+    # -- hyperparameters ------------------------------------------------------------------
+    def params(self) -> dict:
+        """Constructor arguments by name (STYLE habit 5): ``type(m)(**m.params())`` clones."""
+        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
+        out = {name: getattr(self, name) for name in names}
+        out["text_fields"] = list(out["text_fields"])
+        return out
+
+    def clone(self) -> NaiveBayesBase:
+        return type(self)(**self.params())
+
+    def _make_components(self) -> list:
+        raise NotImplementedError
+
+    def _reset(self) -> None:
+        self._classes = ValueIndex()
+        self._class_counts = np.zeros(0)
+        self._forget = Forgetting(self.decay)
+        self._components = self._make_components()
+        self.n_events = 0
+
+    @property
+    def classes(self) -> list:
+        return list(self._classes.values)
+
+    # -- learning -------------------------------------------------------------------------
+    def featurize(self, xs: Sequence[Mapping], keep_words: bool = False) -> Batch:
+        return self._featurizer.featurize(xs, keep_words=keep_words)
+
+    def _as_batch(self, X) -> Batch:
+        return X if isinstance(X, Batch) else self.featurize(X)
+
+    def learn_one(self, x: Mapping, y, w: float = 1.0) -> None:
+        self.learn_many([x], [y], [w])
+
+    def learn_many(self, X, y: Sequence, w: Sequence[float] | None = None) -> None:
+        """Add a mini-batch: ``X`` is a list of ``x`` dicts or a :class:`Batch`."""
+        batch = self._as_batch(X)
+        if len(y) != batch.n:
+            raise ModelError(f"learn_many got {batch.n} events but {len(y)} labels")
+        weights = _weights(w, batch.n)
+        if any(label is None for label in y):
+            raise ModelError("learn_many: a label is missing (None)")
+        rows = self._classes.codes(y)
+        self._grow_classes()
+        if self._forget.due(batch.n):
+            self._rescale(self._forget.restart())
+        mult = self._forget.multipliers(batch.n)
+        stored = weights if mult is None else weights * mult
+        np.add.at(self._class_counts, rows, stored)
+        for comp in self._components:
+            comp.learn(batch, rows, stored)
+        self.n_events += batch.n
+
+    def _grow_classes(self) -> None:
+        k = len(self._classes)
+        if k > len(self._class_counts):
+            self._class_counts = np.pad(self._class_counts, (0, k - len(self._class_counts)))
+            for comp in self._components:
+                comp.grow_classes(k)
+
+    def _rescale(self, factor: float) -> None:
+        self._class_counts *= factor
+        for comp in self._components:
+            comp.scale(factor)
+
+    # -- prediction -----------------------------------------------------------------------
+    def _log_prior(self) -> np.ndarray:
+        if self.class_prior is not None:
+            try:
+                p = np.array([self.class_prior[c] for c in self._classes.values], np.float64)
+            except KeyError as e:
+                raise ModelError(f"class_prior has no entry for class {e.args[0]!r}") from None
+            with np.errstate(divide="ignore"):
+                return np.log(p / p.sum())
+        return class_prior_log(self._class_counts * self._forget.to_true(), self.prior_alpha)
+
+    def joint_log_likelihood_many(self, X) -> np.ndarray:
+        """Unnormalised ``log P(c) + Σ log P(x_i | c)``, shape (n, classes)."""
+        batch = self._as_batch(X)
+        k = len(self._classes)
+        jll = np.zeros((batch.n, k))
+        if k == 0:
+            return jll
+        if self.use_prior or k == 1:
+            jll += self._log_prior()
+        scale = self._forget.to_true()
+        for comp in self._components:
+            jll += comp.log_likelihood(batch, scale)
+        return jll
+
+    def predict_log_proba_many(self, X) -> np.ndarray:
+        return log_normalize(self.joint_log_likelihood_many(X))
+
+    def predict_proba_many(self, X) -> np.ndarray:
+        return np.exp(self.predict_log_proba_many(X))
+
+    def predict_proba_one(self, x: Mapping) -> dict:
+        if not len(self._classes):
+            return {}
+        proba = self.predict_proba_many([x])[0]
+        return dict(zip(self._classes.values, proba.tolist(), strict=True))
+
+    def predict_one(self, x: Mapping):
+        proba = self.predict_proba_one(x)
+        return max(proba, key=proba.get) if proba else None
+
+    def joint_log_likelihood_one(self, x: Mapping) -> dict:
+        jll = self.joint_log_likelihood_many([x])[0]
+        return dict(zip(self._classes.values, jll.tolist(), strict=True))
+
+    def clues_one(self, x: Mapping, k: int = 5) -> list[tuple[str, float]]:
+        """The ``k`` features that most favour the predicted class over the runner-up.
+
+        Each clue is (feature, contribution to ``log P(top|x) - log P(second|x)``); all of
+        them plus the ``"prior"`` term sum to that log-odds.
+        """
+        terms = self.log_odds_terms(x)
+        terms = [t for t in terms if t[0] != "prior"]
+        terms.sort(key=lambda t: -abs(t[1]))
+        return terms[:k]
+
+    def log_odds_terms(self, x: Mapping) -> list[tuple[str, float]]:
+        """Every term of the log-odds between the predicted class and the runner-up."""
+        if len(self._classes) < 2:
+            return []
+        batch = self.featurize([x], keep_words=True)
+        jll = self.joint_log_likelihood_many(batch)[0]
+        order = np.argsort(-jll, kind="stable")
+        a, b = order[0], order[1]
+        prior = self._log_prior() if (self.use_prior or len(self._classes) == 1) else None
+        terms = [] if prior is None else [("prior", float(prior[a] - prior[b]))]
+        scale = self._forget.to_true()
+        for comp in self._components:
+            for name, vec in comp.contributions(batch, scale):
+                terms.append((name, float(vec[a] - vec[b])))
+        return terms
+
+    # -- merge and state ------------------------------------------------------------------
+    def merge(self, other: NaiveBayesBase) -> None:
+        """Add ``other``'s statistics (trained on a disjoint stream) into ``self``."""
+        if type(other) is not type(self) or other.params() != self.params():
+            raise ModelError(f"cannot merge {type(other).__name__}{other.params()} into "
+                             f"{type(self).__name__}{self.params()}: type and parameters must match")
+        class_map = self._classes.absorb(other._classes)
+        self._grow_classes()
+        factor = other._forget.to_true() / self._forget.to_true()
+        np.add.at(self._class_counts, class_map, other._class_counts * factor)
+        for mine, theirs in zip(self._components, other._components, strict=True):
+            mine.merge(theirs, class_map, factor)
+        self.n_events += other.n_events
+
+    def to_state(self) -> dict:
+        return {
+            "model": self.name,
+            "params": self.params(),
+            "classes": self._classes.to_state(),
+            "class_counts": self._class_counts.copy(),
+            "decay_t": self._forget.t,
+            "n_events": self.n_events,
+            "components": [comp.to_state() for comp in self._components],
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping) -> NaiveBayesBase:
+        if state.get("model") != cls.name:
+            raise ModelError(f"state is for model {state.get('model')!r}, not {cls.name!r}")
+        model = cls(**state["params"])
+        model._classes = ValueIndex.from_state(state["classes"])
+        model._class_counts = np.array(state["class_counts"], np.float64)
+        model._forget = Forgetting(model.decay, int(state["decay_t"]))
+        model.n_events = int(state["n_events"])
+        model._components = [type(c).from_state(s) for c, s in
+                             zip(model._components, state["components"], strict=True)]
+        return model
+
+    def memory_bytes(self) -> int:
+        return self._class_counts.nbytes + sum(c.memory_bytes() for c in self._components)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(classes={self.classes}, n_events={self.n_events})"
+
+
+def _weights(w: Sequence[float] | None, n: int) -> np.ndarray:
+    if w is None:
+        return np.ones(n)
+    weights = np.asarray(w, np.float64)
+    if weights.shape != (n,):
+        raise ModelError(f"expected {n} weights, got shape {weights.shape}")
+    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+        raise ModelError("weights must be finite and >= 0")
+    return weights

@@ -1,0 +1,149 @@
+"""The online naive Bayes family: multinomial, Bernoulli, complement, categorical, Gaussian,
+and ``NaiveBayes``, one posterior over text tokens + categorical fields + numeric fields.
+
+All of them learn from an unbounded stream: labels are discovered as they appear, events
+carry weights, ``decay`` forgets exponentially, and two learners trained on disjoint
+streams ``merge`` into the learner trained on both.
+
+>>> nb = MultinomialNB()
+>>> nb.learn_one({"text": "win a free prize now"}, "spam")
+>>> nb.learn_one({"text": "lunch tomorrow at noon"}, "ham")
+>>> nb.predict_one({"text": "free prize"})
+'spam'
+>>> nb = NaiveBayes()
+>>> nb.learn_many([{"text": "free prize", "n_links": 4, "tld": "biz"},
+...                {"text": "see you at lunch", "n_links": 0, "tld": "org"}], ["spam", "ham"])
+>>> sorted(nb.predict_proba_one({"text": "free lunch", "tld": "biz"}).items())[1][0]
+'spam'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from streambayes.models.base import NaiveBayesBase
+from streambayes.models.field_components import Categorical, Gaussian
+from streambayes.models.token_components import Bernoulli, Complement, Multinomial
+
+
+class MultinomialNB(NaiveBayesBase):
+    """Multinomial naive Bayes over hashed tokens (McCallum & Nigam 1998; Mitchell Table 6.2).
+
+    Categorical fields become ``field=value`` tokens and numeric fields token counts.
+    ``alpha`` is Lidstone smoothing (1 = Laplace); ``m`` switches to the m-estimate with a
+    uniform prior ``p = 1/V``; ``vocab_size`` fixes ``V`` (else the vocabulary seen so far).
+    """
+
+    name = "mnb"
+
+    def __init__(self, alpha: float = 1.0, m: float | None = None, vocab_size: int | None = None,
+                 *, prior_alpha: float = 0.0, class_prior: Mapping | None = None,
+                 decay: float | None = None, n_features: int = 2**20,
+                 text_fields: Sequence[str] = ("text",), lowercase: bool = True,
+                 bigrams: bool = False) -> None:
+        self.alpha, self.m, self.vocab_size = alpha, m, vocab_size
+        super().__init__(prior_alpha=prior_alpha, class_prior=class_prior, decay=decay,
+                         n_features=n_features, text_fields=text_fields, lowercase=lowercase,
+                         bigrams=bigrams)
+
+    def _make_components(self) -> list:
+        return [Multinomial(self.n_features, self.alpha, True, self.vocab_size, self.m)]
+
+
+class BernoulliNB(NaiveBayesBase):
+    """Bernoulli naive Bayes: presence and absence of every vocabulary token."""
+
+    name = "bnb"
+
+    def __init__(self, alpha: float = 1.0, vocab_size: int | None = None, *,
+                 prior_alpha: float = 0.0, class_prior: Mapping | None = None,
+                 decay: float | None = None, n_features: int = 2**20,
+                 text_fields: Sequence[str] = ("text",), lowercase: bool = True,
+                 bigrams: bool = False) -> None:
+        self.alpha, self.vocab_size = alpha, vocab_size
+        super().__init__(prior_alpha=prior_alpha, class_prior=class_prior, decay=decay,
+                         n_features=n_features, text_fields=text_fields, lowercase=lowercase,
+                         bigrams=bigrams)
+
+    def _make_components(self) -> list:
+        return [Bernoulli(self.n_features, self.alpha, True, self.vocab_size)]
+
+
+class ComplementNB(NaiveBayesBase):
+    """Complement naive Bayes (Rennie et al. 2003); ``norm`` is the weight normalisation."""
+
+    name = "cnb"
+    use_prior = False
+
+    def __init__(self, alpha: float = 1.0, norm: bool = False, vocab_size: int | None = None, *,
+                 prior_alpha: float = 0.0, class_prior: Mapping | None = None,
+                 decay: float | None = None, n_features: int = 2**20,
+                 text_fields: Sequence[str] = ("text",), lowercase: bool = True,
+                 bigrams: bool = False) -> None:
+        self.alpha, self.norm, self.vocab_size = alpha, norm, vocab_size
+        super().__init__(prior_alpha=prior_alpha, class_prior=class_prior, decay=decay,
+                         n_features=n_features, text_fields=text_fields, lowercase=lowercase,
+                         bigrams=bigrams)
+
+    def _make_components(self) -> list:
+        return [Complement(self.n_features, self.alpha, True, self.vocab_size, None, self.norm)]
+
+
+class CategoricalNB(NaiveBayesBase):
+    """Categorical naive Bayes: every field (numbers too) is a category; Laplace by default."""
+
+    name = "catnb"
+
+    def __init__(self, alpha: float = 1.0, m: float | None = None, *, prior_alpha: float = 0.0,
+                 class_prior: Mapping | None = None, decay: float | None = None,
+                 n_features: int = 2**20, text_fields: Sequence[str] = ("text",),
+                 lowercase: bool = True, bigrams: bool = False) -> None:
+        self.alpha, self.m = alpha, m
+        super().__init__(prior_alpha=prior_alpha, class_prior=class_prior, decay=decay,
+                         n_features=n_features, text_fields=text_fields, lowercase=lowercase,
+                         bigrams=bigrams)
+
+    def _make_components(self) -> list:
+        return [Categorical(self.alpha, True, self.m)]
+
+
+class GaussianNB(NaiveBayesBase):
+    """Gaussian naive Bayes over numeric fields; ``variance`` is ``"mle"`` or ``"sample"``."""
+
+    name = "gnb"
+
+    def __init__(self, variance: str = "mle", var_smoothing: float = 1e-9, *,
+                 prior_alpha: float = 0.0, class_prior: Mapping | None = None,
+                 decay: float | None = None, n_features: int = 2**20,
+                 text_fields: Sequence[str] = ("text",), lowercase: bool = True,
+                 bigrams: bool = False) -> None:
+        self.variance, self.var_smoothing = variance, var_smoothing
+        super().__init__(prior_alpha=prior_alpha, class_prior=class_prior, decay=decay,
+                         n_features=n_features, text_fields=text_fields, lowercase=lowercase,
+                         bigrams=bigrams)
+
+    def _make_components(self) -> list:
+        return [Gaussian(self.variance, self.var_smoothing)]
+
+
+class NaiveBayes(NaiveBayesBase):
+    """One posterior over text tokens (multinomial), categorical fields and numeric fields
+    (Gaussian): ``P(c | x) ∝ P(c) Π_w P(w|c) Π_i P(x_i|c) Π_j p(x_j|c)``."""
+
+    name = "nb"
+
+    def __init__(self, alpha: float = 1.0, cat_alpha: float = 1.0, variance: str = "mle",
+                 var_smoothing: float = 1e-9, *, prior_alpha: float = 0.0,
+                 class_prior: Mapping | None = None, decay: float | None = None,
+                 n_features: int = 2**20, text_fields: Sequence[str] = ("text",),
+                 lowercase: bool = True, bigrams: bool = False) -> None:
+        self.alpha, self.cat_alpha = alpha, cat_alpha
+        self.variance, self.var_smoothing = variance, var_smoothing
+        super().__init__(prior_alpha=prior_alpha, class_prior=class_prior, decay=decay,
+                         n_features=n_features, text_fields=text_fields, lowercase=lowercase,
+                         bigrams=bigrams)
+
+    def _make_components(self) -> list:
+        return [Multinomial(self.n_features, self.alpha, fold=False),
+                Categorical(self.cat_alpha, numeric_as_categories=False),
+                Gaussian(self.variance, self.var_smoothing)]
