@@ -70,6 +70,7 @@ class NaiveBayesBase:
         self._forget = Forgetting(self.decay)
         self._components = self._make_components()
         self.n_events = 0
+        self._prior_cache = None
 
     @property
     def classes(self) -> list:
@@ -118,6 +119,13 @@ class NaiveBayesBase:
 
     # -- prediction -----------------------------------------------------------------------
     def _log_prior(self) -> np.ndarray:
+        """``log P(c)``, cached until the class counts change (read-only)."""
+        key = (self.n_events, len(self._class_counts), self._forget.t)
+        if self._prior_cache is None or self._prior_cache[0] != key:
+            self._prior_cache = (key, self._derive_log_prior())
+        return self._prior_cache[1]
+
+    def _derive_log_prior(self) -> np.ndarray:
         if self.class_prior is not None:
             try:
                 p = np.array([self.class_prior[c] for c in self._classes.values], np.float64)
@@ -201,6 +209,7 @@ class NaiveBayesBase:
         for mine, theirs in zip(self._components, other._components, strict=True):
             mine.merge(theirs, class_map, factor)
         self.n_events += other.n_events
+        self._prior_cache = None
 
     def to_state(self) -> dict:
         return {
@@ -222,6 +231,7 @@ class NaiveBayesBase:
         model._class_counts = np.array(state["class_counts"], np.float64)
         model._forget = Forgetting(model.decay, int(state["decay_t"]))
         model.n_events = int(state["n_events"])
+        model._prior_cache = None
         model._components = [type(c).from_state(s) for c, s in
                              zip(model._components, state["components"], strict=True)]
         return model

@@ -63,6 +63,33 @@ class TokenTable:
         self._add(rows[r], sr.indices, vals, sr.values > 0)
         np.add.at(self.totals, rows[r], vals)
 
+    def learn_buckets(self, c: int, buckets: np.ndarray, w: float) -> None:
+        """One event of plain tokens (value 1 each) for class ``c``: the same additions, in the
+        same order, as :meth:`learn` makes for it, without building a batch."""
+        np.add.at(self.counts[c], buckets, w)
+        total = float(self.totals[c])
+        for _ in range(len(buckets)):
+            total += w  # one addition per occurrence, as np.add.at does in learn()
+        self.totals[c] = total
+        fresh = buckets[~self.seen[buckets]]
+        if len(fresh):
+            fresh = np.unique(fresh)
+            self.seen[fresh] = True
+            self.n_seen += len(fresh)
+        self._cache.clear()
+
+    def score_buckets(self, buckets: np.ndarray, scale: float) -> np.ndarray:
+        """Per-class log-likelihood of one event of plain tokens."""
+        if self.vocab_size is None:
+            buckets = buckets[self.seen[buckets]]
+        if not len(buckets) or self.vocabulary == 0:
+            return np.zeros(len(self.totals))
+        return self.entry_scores(buckets, scale).sum(axis=1) + self._const(scale)
+
+    def _const(self, scale: float):
+        const = self.row_constant(scale)
+        return 0.0 if const is None else const
+
     def scale(self, factor: float) -> None:
         self.counts *= factor
         self.totals *= factor
@@ -156,6 +183,17 @@ class Multinomial(TokenTable):
     """``log P(w | c) = log((n_cw + α) / (n_c + α·V))`` per occurrence (McCallum & Nigam 1998)."""
 
     kind = "multinomial"
+
+    def score_buckets(self, buckets: np.ndarray, scale: float) -> np.ndarray:
+        if self.m is not None or scale != 1.0 or self.alpha <= 0:
+            return super().score_buckets(buckets, scale)
+        if self.vocab_size is None:
+            buckets = buckets[self.seen[buckets]]
+        if not len(buckets):
+            return np.zeros(len(self.totals))
+        a = self.alpha
+        num = np.log(self.counts.take(buckets, axis=1) + a).sum(axis=1)
+        return num - len(buckets) * np.log(self.totals + a * self.vocabulary)
 
     def entry_scores(self, idx: np.ndarray, scale: float) -> np.ndarray:
         num = self._smoothed_log(self.counts[:, idx] * scale, (self.totals * scale)[:, None],

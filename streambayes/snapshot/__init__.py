@@ -1,0 +1,44 @@
+"""Snapshots: learner state + source positions + model config; versioned, checksummed, no pickle.
+
+- :mod:`.codec`: state <-> (JSON skeleton, named numpy arrays);
+- :mod:`.fileformat`: the bytes of one snapshot (preamble, JSON header, npz) and their verification;
+- :mod:`.store`: numbered snapshots in a directory (:class:`SnapshotStore`) or in memory
+  (:class:`MemorySnapshotStore`), written atomically, the last K kept, corrupt ones skipped.
+"""
+
+from streambayes.errors import CorruptSnapshot, SnapshotError
+from streambayes.snapshot.codec import decode_state, encode_state
+from streambayes.snapshot.fileformat import FORMAT_VERSION, pack, read_header, unpack
+from streambayes.snapshot.store import (
+    BaseSnapshotStore,
+    MemorySnapshotStore,
+    Snapshot,
+    SnapshotInfo,
+    SnapshotStore,
+    format_id,
+    load_snapshot_file,
+    parse_id,
+    read_snapshot_header,
+    summarize,
+)
+
+__all__ = [
+    "FORMAT_VERSION",
+    "BaseSnapshotStore",
+    "CorruptSnapshot",
+    "MemorySnapshotStore",
+    "Snapshot",
+    "SnapshotError",
+    "SnapshotInfo",
+    "SnapshotStore",
+    "decode_state",
+    "encode_state",
+    "format_id",
+    "load_snapshot_file",
+    "pack",
+    "parse_id",
+    "read_header",
+    "read_snapshot_header",
+    "summarize",
+    "unpack",
+]

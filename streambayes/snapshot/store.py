@@ -1,0 +1,368 @@
+"""Snapshot stores: numbered snapshots in a directory, or in memory, the last K kept.
+
+Ids are zero-padded sequence numbers (``"000042"``); the next id is the largest present + 1, corrupt
+files included, so an id is never reused. A write is atomic and durable (temporary name, fsync,
+rename, fsync of the directory) and then prunes all but the newest ``keep`` snapshots, good or
+bad. :meth:`latest` returns the newest snapshot that verifies: a corrupt or truncated one is
+skipped, with a warning, for the one before it. When snapshots exist but none verifies,
+:meth:`latest` raises SnapshotError instead of returning None, so a damaged store never looks like
+a fresh start.
+
+One writer per store; any number of readers. Temporary files left by a crash
+(``.snapshot-*.tmp``) are invisible to readers and removed by the next write.
+
+>>> import tempfile, numpy as np
+>>> with tempfile.TemporaryDirectory() as directory:
+...     store = SnapshotStore(directory, keep=2)
+...     for n in (1, 2, 3):
+...         info = store.write({"counts": np.arange(n)}, model="mnb", config={"alpha": 1.0},
+...                            positions={"events": {"0": n}}, events=n)
+...     snap = store.latest()
+...     ([i.id for i in store.list()], snap.id, snap.positions, snap.state["counts"].tolist())
+(['000002', '000003'], '000003', {'events': {'0': 3}}, [0, 1, 2])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import secrets
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from streambayes.errors import CorruptSnapshot, SnapshotError
+from streambayes.snapshot.fileformat import pack, read_header, unpack
+
+logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
+_NAME = re.compile(r"snapshot-(\d{6,})\.sbs")
+_TEMP = re.compile(r"\.snapshot-\d{6,}\.sbs\.[^/]*\.tmp")
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """One stored snapshot as listed; ``ok`` means it verifies (checksum and array manifest)."""
+
+    id: str
+    path: Path | None
+    ok: bool
+    error: str | None = None
+    created_at: str | None = None
+    events: int | None = None
+    model: str | None = None
+    size: int = 0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A verified, decoded snapshot: its header and the learner state, self-contained."""
+
+    info: SnapshotInfo
+    header: Mapping[str, Any]
+    state: Any
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    @property
+    def model(self) -> str:
+        return self.header["model"]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return dict(self.header["config"])
+
+    @property
+    def positions(self) -> dict[str, dict[str, int]]:
+        """topic -> {partition: NEXT offset to read}; a fresh copy."""
+        return {topic: dict(parts) for topic, parts in self.header["positions"].items()}
+
+    @property
+    def events(self) -> int:
+        return self.header["events"]
+
+    def summary(self) -> dict[str, Any]:
+        """The header without the state skeleton: what ``snapshot show`` prints."""
+        return summarize(self.header)
+
+
+def summarize(header: Mapping[str, Any]) -> dict[str, Any]:
+    """A header without its ``skeleton`` (which only describes the state's layout)."""
+    return {key: value for key, value in header.items() if key != "skeleton"}
+
+
+def format_id(number: int) -> str:
+    """``42 -> "000042"``."""
+    return f"{number:06d}"
+
+
+def parse_id(snapshot_id: str | int) -> int:
+    """``"000042"`` or ``42`` -> 42; anything else raises SnapshotError."""
+    if isinstance(snapshot_id, int) and not isinstance(snapshot_id, bool) and snapshot_id > 0:
+        return snapshot_id
+    if isinstance(snapshot_id, str) and snapshot_id.isascii() and snapshot_id.isdigit():
+        if int(snapshot_id) > 0:
+            return int(snapshot_id)
+    raise SnapshotError(f"snapshot id must be a positive number like '000042', got {snapshot_id!r}")
+
+
+class BaseSnapshotStore(ABC):
+    """Everything but the storage primitives, shared by the file and memory stores."""
+
+    def __init__(self, keep: int = 5, *, compress: bool = False) -> None:
+        if type(keep) is not int or keep < 1:
+            raise ValueError(f"keep must be an int >= 1, got {keep!r}")
+        self.keep = keep
+        self.compress = compress
+
+    def write(
+        self,
+        state: Mapping[str, Any],
+        *,
+        model: str,
+        positions: Mapping[str, Mapping[str | int, int]],
+        events: int,
+        config: Mapping[str, Any] | None = None,
+    ) -> SnapshotInfo:
+        """Store ``state`` durably as the next snapshot, then prune to the newest ``keep``."""
+        if not isinstance(state, Mapping) or not state:
+            raise SnapshotError(f"refusing to write an empty snapshot: state is {state!r}")
+        numbers = self._numbers()
+        number = (numbers[-1] if numbers else 0) + 1
+        snapshot_id = format_id(number)
+        data, header = pack(
+            state, snapshot_id=snapshot_id, model=model, config=config or {},
+            positions=positions, events=events, created_at=_utc_now(), compress=self.compress,
+        )  # fmt: skip
+        self._clean_temporaries()
+        self._put(number, data)
+        for old in self._numbers()[: -self.keep]:
+            if old != number:
+                self._remove(old)
+        return _info(snapshot_id, self._path(number), header, len(data))
+
+    def ids(self) -> list[str]:
+        """Ids present, oldest first, without reading them (cheap; for polling)."""
+        return [format_id(number) for number in self._numbers()]
+
+    def list(self) -> list[SnapshotInfo]:
+        """All snapshots, oldest first, verified; corrupt ones have ``ok=False`` and ``error``."""
+        infos = []
+        for number in self._numbers():
+            snapshot_id, path = format_id(number), self._path(number)
+            try:
+                data = self._read(number)
+                infos.append(_info(snapshot_id, path, self._checked_header(number, data), len(data)))
+            except SnapshotError as exc:
+                infos.append(SnapshotInfo(snapshot_id, path, ok=False, error=str(exc)))
+        return infos
+
+    def load(self, snapshot_id: str | int) -> Snapshot:
+        """Verify, then decode one snapshot. Raises SnapshotError (CorruptSnapshot if damaged)."""
+        number = parse_id(snapshot_id)
+        data = self._read(number)
+        header, state = unpack(data)
+        self._checked_header(number, data, header)
+        return Snapshot(_info(format_id(number), self._path(number), header, len(data)), header, state)
+
+    def header(self, snapshot_id: str | int) -> dict[str, Any]:
+        """The verified header of one snapshot, without decoding its arrays."""
+        number = parse_id(snapshot_id)
+        return self._checked_header(number, self._read(number))
+
+    def latest(self) -> Snapshot | None:
+        """The newest snapshot that verifies; None when the store is empty."""
+        return self._newest_good(self.load)
+
+    def latest_header(self) -> dict[str, Any] | None:
+        """The newest verifying snapshot's header (arrays not decoded); None when empty."""
+        return self._newest_good(self.header)
+
+    def _newest_good(self, read: Callable[[int], _T]) -> _T | None:
+        numbers = self._numbers()
+        problems = []
+        for number in reversed(numbers):
+            try:
+                return read(number)
+            except SnapshotError as exc:
+                logger.warning("skipping snapshot %s in %s: %s", format_id(number), self, exc)
+                problems.append(f"{format_id(number)}: {exc}")
+        if problems:
+            raise SnapshotError(f"no good snapshot in {self}: " + "; ".join(problems))
+        return None
+
+    def _checked_header(self, number: int, data: bytes, header: dict | None = None) -> dict:
+        header = read_header(data) if header is None else header
+        if header["id"] != format_id(number):
+            raise CorruptSnapshot(f"stored as {format_id(number)} but its header says {header['id']!r}")
+        return header
+
+    def _clean_temporaries(self) -> None:  # noqa: B027 (optional hook, not abstract)
+        """Remove what an interrupted write left behind (nothing, for most backends)."""
+
+    @abstractmethod
+    def _numbers(self) -> list[int]:
+        """Snapshot numbers present, ascending."""
+
+    @abstractmethod
+    def _read(self, number: int) -> bytes:
+        """The bytes of one snapshot; SnapshotError when missing or unreadable."""
+
+    @abstractmethod
+    def _put(self, number: int, data: bytes) -> None:
+        """Store atomically and durably: readers see all of it or nothing."""
+
+    @abstractmethod
+    def _remove(self, number: int) -> None:
+        """Delete one snapshot; missing is fine."""
+
+    def _path(self, number: int) -> Path | None:
+        return None
+
+
+class SnapshotStore(BaseSnapshotStore):
+    """Snapshots as files ``DIR/snapshot-000042.sbs`` (DIR is created on first write)."""
+
+    def __init__(self, directory: str | os.PathLike[str], keep: int = 5, *, compress: bool = False):
+        super().__init__(keep, compress=compress)
+        self.directory = Path(directory)
+
+    def __repr__(self) -> str:
+        return f"SnapshotStore({str(self.directory)!r}, keep={self.keep})"
+
+    def _path(self, number: int) -> Path:
+        return self.directory / f"snapshot-{format_id(number)}.sbs"
+
+    def _numbers(self) -> list[int]:
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return []
+        found = (_NAME.fullmatch(name) for name in names)
+        numbers = {int(m.group(1)) for m in found if m and self._path(int(m.group(1))).name == m.group(0)}
+        return sorted(numbers - {0})
+
+    def _read(self, number: int) -> bytes:
+        path = self._path(number)
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            raise SnapshotError(f"no snapshot {format_id(number)} in {self.directory}") from None
+        except OSError as exc:
+            raise SnapshotError(f"cannot read {path}: {exc}") from exc
+
+    def _put(self, number: int, data: bytes) -> None:
+        final = self._path(number)
+        temp = self.directory / f".{final.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(temp, final)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            if isinstance(exc, OSError):
+                raise SnapshotError(f"cannot write snapshot {final}: {exc}") from exc
+            raise
+        _fsync_directory(self.directory)
+
+    def _remove(self, number: int) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._path(number).unlink()
+
+    def _clean_temporaries(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            for name in os.listdir(self.directory):
+                if _TEMP.fullmatch(name):
+                    with contextlib.suppress(FileNotFoundError):
+                        (self.directory / name).unlink()
+
+
+class MemorySnapshotStore(BaseSnapshotStore):
+    """Snapshots as bytes in a dict: a first-class backend for tests without a disk.
+
+    ``blobs`` maps id -> the exact bytes a file would hold, so tests can damage one.
+    """
+
+    def __init__(self, keep: int = 5, *, compress: bool = False):
+        super().__init__(keep, compress=compress)
+        self.blobs: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"MemorySnapshotStore(keep={self.keep})"
+
+    def _numbers(self) -> list[int]:
+        with self._lock:
+            return sorted(int(key) for key in self.blobs)
+
+    def _read(self, number: int) -> bytes:
+        with self._lock:
+            data = self.blobs.get(format_id(number))
+        if data is None:
+            raise SnapshotError(f"no snapshot {format_id(number)} in {self}")
+        return data
+
+    def _put(self, number: int, data: bytes) -> None:
+        with self._lock:
+            self.blobs[format_id(number)] = bytes(data)
+
+    def _remove(self, number: int) -> None:
+        with self._lock:
+            self.blobs.pop(format_id(number), None)
+
+
+def load_snapshot_file(path: str | os.PathLike[str]) -> Snapshot:
+    """Verify and decode one snapshot file wherever it lies (its name is not checked)."""
+    data = _read_path(Path(path))
+    header, state = unpack(data)
+    return Snapshot(_info(header["id"], Path(path), header, len(data)), header, state)
+
+
+def read_snapshot_header(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The verified header of one snapshot file, without decoding its arrays."""
+    return read_header(_read_path(Path(path)))
+
+
+def _read_path(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise SnapshotError(f"cannot read snapshot file {path}: {exc}") from exc
+
+
+def _info(snapshot_id: str, path: Path | None, header: Mapping[str, Any], size: int) -> SnapshotInfo:
+    return SnapshotInfo(
+        snapshot_id, path, ok=True, created_at=header["created_at"], events=header["events"],
+        model=header["model"], size=size,
+    )  # fmt: skip
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename itself durable; not possible on every platform, so best effort."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
