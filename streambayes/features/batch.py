@@ -81,17 +81,15 @@ class Featurizer:
     def featurize(self, xs: Sequence[Mapping], keep_words: bool = False) -> Batch:
         n = len(xs)
         indptr = np.zeros(n + 1, np.int64)
-        indices: list[int] = []
-        words: list[list[str]] | None = [] if keep_words else None
+        flat: list[str] = []  # every token of the batch, hashed in one pass at the end
         cat: dict[str, list] = {}
         num: dict[str, np.ndarray] = {}
         for i, x in enumerate(xs):
-            row_words: list[str] = []
             for key, value in x.items():
                 if value is None:
                     continue
                 if key in self.text_fields:
-                    row_words.extend(self._tokens(key, value))
+                    flat += self._tokens(key, value)
                 elif isinstance(value, (str, bool)):
                     col = cat.get(key)
                     if col is None:
@@ -102,12 +100,11 @@ class Featurizer:
                     if col is None:
                         col = num[key] = np.full(n, np.nan)
                     col[i] = _number(key, value)
-            indices.extend(self.hasher.buckets(row_words))
-            indptr[i + 1] = len(indices)
-            if words is not None:
-                words.append(row_words)
-        tokens = SparseRows(indptr, np.array(indices, np.int64), np.ones(len(indices)))
+            indptr[i + 1] = len(flat)
+        buckets = self.hasher.buckets(flat)
+        tokens = SparseRows(indptr, np.fromiter(buckets, np.int64, len(buckets)), np.ones(len(buckets)))
         categorical = {k: np.array(v, dtype=object) for k, v in cat.items()}
+        words = [flat[indptr[i]:indptr[i + 1]] for i in range(n)] if keep_words else None
         return Batch(n, tokens, categorical, num, words)
 
     def _tokens(self, key: str, value: object) -> list[str]:

@@ -50,9 +50,7 @@ class FeatureHasher:
         return b
 
     def buckets(self, tokens: list[str]) -> list[int]:
-        cache = self._cache
-        get = cache.get
-        out = [get(t) for t in tokens]
+        out = list(map(self._cache.get, tokens))
         if None in out:
             out = [b if b is not None else self.bucket(t) for t, b in zip(tokens, out, strict=True)]
         return out

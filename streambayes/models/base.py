@@ -97,7 +97,7 @@ class NaiveBayesBase:
         rows = self._classes.codes(y)
         self._grow_classes()
         if self._forget.due(batch.n):
-            self._rescale(self._forget.restart())
+            self._rescale(self._forget.restart(ahead=batch.n))
         mult = self._forget.multipliers(batch.n)
         stored = weights if mult is None else weights * mult
         np.add.at(self._class_counts, rows, stored)

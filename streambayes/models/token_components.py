@@ -142,11 +142,10 @@ class TokenTable:
         """Per-class contribution of each distinct feature of a one-event batch."""
         if self.vocabulary == 0:
             return []
-        names = _entry_names(batch, self.fold)
-        sr = self._presence(batch)
-        if len(names) != len(sr.indices):  # Bernoulli collapsed duplicates: name by bucket
-            by_bucket = dict(zip(self.entries(batch).indices.tolist(), names, strict=True))
-            names = [by_bucket[b] for b in sr.indices.tolist()]
+        by_bucket = dict(zip(self.entries(batch).indices.tolist(), _entry_names(batch, self.fold),
+                             strict=True))
+        sr = self._presence(batch)  # Bernoulli's reorders and collapses entries: name by bucket
+        names = [by_bucket[b] for b in sr.indices.tolist()]
         keep = self.seen[sr.indices] if self.vocab_size is None else np.ones(len(names), bool)
         scores = self.entry_scores(sr.indices[keep], scale) * sr.values[keep]
         totals: dict[str, np.ndarray] = {}

@@ -15,11 +15,13 @@ True
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from streambayes.errors import ModelError
 
-_RESCALE_AT = 1e150
+_LOG_RESCALE_AT = math.log(1e150)
 
 
 class Forgetting:
@@ -37,7 +39,7 @@ class Forgetting:
 
     def due(self, n: int) -> bool:
         """Whether the stored weights of the next ``n`` events would grow too large."""
-        return self.factor is not None and self.factor ** -(self.t + n) > _RESCALE_AT
+        return self.factor is not None and -(self.t + n) * math.log(self.factor) > _LOG_RESCALE_AT
 
     def multipliers(self, n: int) -> np.ndarray | None:
         """Stored-weight multipliers for the next ``n`` events (and advance time)."""
@@ -51,8 +53,17 @@ class Forgetting:
         """Factor converting stored statistics to their true (decayed) values."""
         return 1.0 if self.factor is None else self.factor**self.t
 
-    def restart(self) -> float:
-        """Restart time; the caller multiplies every stored statistic by the returned factor."""
-        f = self.to_true()
-        self.t = 0
+    def restart(self, ahead: int = 0) -> float:
+        """Restart time so the next ``ahead`` events get stored weights of at most 1; the caller
+        multiplies every stored statistic by the returned factor (tiny factors may reach 0: those
+        statistics have decayed away).
+
+        >>> f = Forgetting(0.5, t=3)
+        >>> f.restart(ahead=2), f.multipliers(2).tolist(), f.t
+        (0.03125, [0.5, 1.0], 0)
+        """
+        if self.factor is None:
+            return 1.0
+        f = self.factor ** (self.t + ahead)
+        self.t = -ahead
         return f

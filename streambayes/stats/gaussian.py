@@ -81,7 +81,7 @@ class GaussianSummaries:
             return np.where(w - ddof > 0, m2 / (w - ddof), 0.0)
 
     def to_state(self) -> dict:
-        return {"weight": self.weight, "mean": self.mean, "m2": self.m2}
+        return {"weight": self.weight.copy(), "mean": self.mean.copy(), "m2": self.m2.copy()}
 
     @classmethod
     def from_state(cls, state: dict) -> GaussianSummaries:
