@@ -1,0 +1,276 @@
+"""Prequential (test-then-train) evaluation over mini-batches, several models side by side.
+
+For every mini-batch, each model first predicts the whole batch (``predict_log_proba_many``),
+the metrics are updated event by event, and only then does the model learn the batch
+(``learn_many``): every event is predicted before it is learned (Dawid 1984, "Present position
+and potential developments: the prequential approach"; Gama, Sebastião & Rodrigues 2013, "On
+evaluating stream learning algorithms", Machine Learning 90).
+
+Metrics come from ``river.metrics``: ``Accuracy``, ``CrossEntropy`` (reported as ``log_loss``;
+it is the multi-class log loss, equal to ``LogLoss`` for two classes), ``MacroF1`` and ``ROCAUC``
+(reported only when exactly two labels were seen). Rules:
+
+- **Cold predictions.** A model that has learned nothing returns an empty posterior; like
+  River's ``evaluate.progressive_val_score``, such a prediction updates no metric. It is counted
+  in ``events`` and in ``cold``, so the first mini-batch of a stream is not scored.
+- **Unseen labels.** An event whose label the model has never learned gets probability 0 for its
+  true class: wrong for accuracy, and log loss ``-log(1e-15)`` ≈ 34.5 (River's clamp).
+- **ROC AUC** is symmetric in the two classes; it is reported for ``positive`` (default: the
+  lexicographically larger label, e.g. ``spam`` over ``ham``). River's ``ROCAUC`` approximates the
+  curve on a grid of thresholds in [0, 1]; it is fed ``0.5 + atan(log-odds / 8) / π``, a strictly
+  monotone map of the posterior (so the exact AUC is unchanged) that spreads naive Bayes' extreme
+  posteriors over the grid instead of piling them at 0 and 1.
+- **Weights** of events weight every metric.
+- **Bad events.** If ``featurize`` or ``predict_log_proba_many`` raises :class:`FeatureError`, the
+  batch is probed event by event; the bad events are dropped for every model (all models see the
+  same stream) and returned by :meth:`Prequential.step` as :class:`Rejection` values. If
+  ``learn_many`` raises it, the batch is learned event by event and the bad ones are returned too
+  (they were already scored, and other models may have learned them).
+
+>>> class Majority:  # a tiny learner with the streambayes protocol
+...     def __init__(self): self.counts = {}
+...     classes = property(lambda self: sorted(self.counts))
+...     def featurize(self, xs): return xs
+...     def predict_log_proba_many(self, X):
+...         total = sum(self.counts.values())
+...         row = [math.log(self.counts[c] / total) for c in self.classes]
+...         return np.array([row] * len(X)).reshape(len(X), len(self.classes))
+...     def learn_many(self, X, y, w=None):
+...         for label in y: self.counts[label] = self.counts.get(label, 0) + 1
+>>> run = prequential({"majority": Majority()},
+...                   [([{"t": 1}] * 2, ["a", "a"]), ([{"t": 1}] * 2, ["a", "b"])])
+>>> s = run.summary()["majority"]
+>>> s["events"], s["cold"], s["accuracy"], s["roc_auc"]
+(4, 2, 0.5, 0.5)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+from river import metrics
+
+from streambayes.errors import FeatureError
+
+AUC_THRESHOLDS = 50
+_CURVE_MAX_POINTS = 2000
+
+
+class Learner(Protocol):
+    """The part of the streambayes learner protocol that prequential evaluation uses."""
+
+    @property
+    def classes(self) -> list: ...
+
+    def featurize(self, xs: list[dict]) -> Any: ...
+
+    def predict_log_proba_many(self, X: Any) -> np.ndarray: ...
+
+    def learn_many(self, X: Any, y: Sequence, w: Sequence[float] | None = None) -> None: ...
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """An event of the last batch that a model could not featurize or learn."""
+
+    index: int
+    error: str
+
+
+@dataclass
+class Curve:
+    """Learning curve of one model: running accuracy and log loss after each mini-batch."""
+
+    events: list[int] = field(default_factory=list)
+    accuracy: list[float] = field(default_factory=list)
+    log_loss: list[float] = field(default_factory=list)
+
+    def add(self, events: int, accuracy: float, log_loss: float) -> None:
+        self.events.append(events)
+        self.accuracy.append(accuracy)
+        self.log_loss.append(log_loss)
+        if len(self.events) > _CURVE_MAX_POINTS:  # thin to bound memory on unbounded streams
+            for values in (self.events, self.accuracy, self.log_loss):
+                del values[1:-1:2]
+
+
+def auc_score(log_odds: float) -> float:
+    """Monotone squash of log-odds into [0, 1] for River's threshold grid.
+
+    >>> auc_score(0.0), round(auc_score(800.0), 3), auc_score(-math.inf)
+    (0.5, 0.997, 0.0)
+    """
+    return 0.5 + math.atan(log_odds / 8.0) / math.pi
+
+
+class ModelScore:
+    """Metrics, counts and time of one model."""
+
+    def __init__(self) -> None:
+        self.accuracy = metrics.Accuracy()
+        self.log_loss = metrics.CrossEntropy()
+        self.macro_f1 = metrics.MacroF1()
+        self.roc_auc = metrics.ROCAUC(n_thresholds=AUC_THRESHOLDS)
+        self.events = 0
+        self.cold = 0
+        self.seconds = 0.0
+        self.curve = Curve()
+
+    def update(self, classes: list, log_proba: np.ndarray, ys: Sequence, ws: Sequence[float],
+               auc_label: Any) -> None:
+        """Score one predicted batch: row ``i`` of ``log_proba`` is the posterior of ``ys[i]``."""
+        self.events += len(ys)
+        if not classes:
+            self.cold += len(ys)
+            return
+        proba = np.exp(log_proba)
+        best = np.argmax(log_proba, axis=1)
+        pos = classes.index(auc_label) if auc_label in classes else None
+        for i, (y, w) in enumerate(zip(ys, ws, strict=True)):
+            y_pred = classes[best[i]]
+            self.accuracy.update(y, y_pred, w)
+            self.macro_f1.update(y, y_pred, w)
+            self.log_loss.update(y, dict(zip(classes, proba[i].tolist(), strict=True)), w)
+            self.roc_auc.update(y == auc_label, auc_score(_log_odds(log_proba[i], pos)), w)
+
+    def summary(self, n_labels: int) -> dict[str, Any]:
+        scored = self.events > self.cold
+        return {
+            "events": self.events,
+            "accuracy": float(self.accuracy.get()) if scored else None,
+            "log_loss": float(self.log_loss.get()) if scored else None,
+            "macro_f1": float(self.macro_f1.get()) if scored else None,
+            "roc_auc": float(self.roc_auc.get()) if scored and n_labels == 2 else None,
+            "cold": self.cold,
+            "seconds": self.seconds,
+            "events_per_s": self.events / self.seconds if self.seconds > 0 else None,
+        }
+
+
+def _log_odds(row: np.ndarray, pos: int | None) -> float:
+    """log p(pos) - log p(not pos) from a row of log-probabilities."""
+    if pos is None:
+        return -math.inf
+    rest = np.delete(row, pos)
+    if rest.size == 0:
+        return math.inf
+    top = rest.max()
+    if top == -math.inf:
+        return math.inf
+    return float(row[pos] - (top + math.log(np.exp(rest - top).sum())))
+
+
+class Prequential:
+    """Predict-then-learn over mini-batches for several models; see the module docstring."""
+
+    def __init__(self, models: Mapping[str, Learner], positive: str | None = None) -> None:
+        self.models = dict(models)
+        self.positive = positive
+        self.scores = {name: ModelScore() for name in self.models}
+        self.labels: dict[Any, float] = {}  # label -> total weight seen
+        self._auc_label: Any = positive
+        self.events = 0
+
+    def step(self, xs: Sequence[dict], ys: Sequence, ws: Sequence[float] | None = None,
+             ) -> list[Rejection]:
+        """Predict, score, then learn one mini-batch; returns the events dropped as bad."""
+        ws = list(ws) if ws is not None else [1.0] * len(xs)
+        keep, predicted, rejected = self._predict_all(xs)
+        ys_kept = [ys[i] for i in keep]
+        ws_kept = [ws[i] for i in keep]
+        for label, w in zip(ys_kept, ws_kept, strict=True):
+            self.labels[label] = self.labels.get(label, 0.0) + w
+        if self._auc_label is None and ys_kept:
+            self._auc_label = ys_kept[0]
+        self.events += len(keep)
+        for name, (X, classes, log_proba) in predicted.items():
+            self.scores[name].update(classes, log_proba, ys_kept, ws_kept, self._auc_label)
+            rejected.update(self._learn(name, X, [xs[i] for i in keep], ys_kept, ws_kept, keep))
+        for score in self.scores.values():
+            if score.events > score.cold:
+                score.curve.add(self.events, score.accuracy.get(), score.log_loss.get())
+        return [Rejection(i, error) for i, error in sorted(rejected.items())]
+
+    def _predict_all(self, xs: Sequence[dict]) -> tuple[list[int], dict, dict[int, str]]:
+        keep = list(range(len(xs)))
+        rejected: dict[int, str] = {}
+        while True:
+            predicted: dict[str, tuple[Any, list, np.ndarray]] = {}
+            bad: dict[int, str] = {}
+            sub = [xs[i] for i in keep]
+            for name, model in self.models.items():
+                start = time.perf_counter()
+                try:
+                    X = model.featurize(sub)
+                    predicted[name] = (X, list(model.classes), model.predict_log_proba_many(X))
+                except FeatureError as exc:
+                    found = _probe(model, sub)
+                    if not found:
+                        raise exc
+                    bad.update({keep[j]: error for j, error in found.items()})
+                self.scores[name].seconds += time.perf_counter() - start
+            if not bad:
+                return keep, predicted, rejected
+            rejected.update(bad)
+            keep = [i for i in keep if i not in bad]
+
+    def _learn(self, name: str, X: Any, xs: list[dict], ys: list, ws: list[float],
+               keep: list[int]) -> dict[int, str]:
+        model = self.models[name]
+        start = time.perf_counter()
+        bad: dict[int, str] = {}
+        try:
+            model.learn_many(X, ys, ws)
+        except FeatureError:  # learn event by event to keep the good ones
+            for j, x in enumerate(xs):
+                try:
+                    model.learn_many(model.featurize([x]), [ys[j]], [ws[j]])
+                except FeatureError as exc:
+                    bad[keep[j]] = str(exc)
+        self.scores[name].seconds += time.perf_counter() - start
+        return bad
+
+    @property
+    def positive_label(self) -> Any:
+        """The class whose ROC AUC is reported: ``positive``, else the larger of two labels."""
+        if self.positive is not None:
+            return self.positive
+        return max(self.labels, key=str) if len(self.labels) == 2 else None
+
+    def summary(self) -> dict[str, dict[str, Any]]:
+        """Per model: events, accuracy, log_loss, macro_f1, roc_auc, cold, seconds, events_per_s."""
+        n_labels = len(self.labels)
+        if self.positive is not None and self.positive not in self.labels:
+            n_labels = 0  # the requested positive class never occurred: no AUC to report
+        return {name: score.summary(n_labels) for name, score in self.scores.items()}
+
+    @property
+    def curves(self) -> dict[str, Curve]:
+        return {name: score.curve for name, score in self.scores.items()}
+
+
+def _probe(model: Learner, xs: Sequence[dict]) -> dict[int, str]:
+    """Featurize and predict event by event; the events that raise, with their errors."""
+    bad: dict[int, str] = {}
+    for i, x in enumerate(xs):
+        try:
+            model.predict_log_proba_many(model.featurize([x]))
+        except FeatureError as exc:
+            bad[i] = str(exc)
+    return bad
+
+
+def prequential(models: Mapping[str, Learner],
+                batches: Iterable[tuple[Sequence[dict], Sequence] |
+                                  tuple[Sequence[dict], Sequence, Sequence[float]]],
+                positive: str | None = None) -> Prequential:
+    """Run :class:`Prequential` over ``(xs, ys)`` or ``(xs, ys, ws)`` mini-batches."""
+    run = Prequential(models, positive)
+    for batch in batches:
+        run.step(*batch)
+    return run

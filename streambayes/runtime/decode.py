@@ -1,0 +1,206 @@
+"""Record → validated event → ``(x, label, weight)``, or a dead letter saying why not.
+
+Formats (DESIGN §6): ``jsonl`` is the event schema of §2 (``--label-field``/``--text-field``/
+``--key-field`` rename fields of other JSON layouts); ``tsv`` is ``label<TAB>text`` (the SMS Spam
+Collection); ``csv`` has a header row, a label column, an optional text column (``text_field``, or
+a column literally named ``text``) and every other column a feature: numeric when it parses as a
+finite number, categorical otherwise, missing (``None``) when empty. TSV and CSV events get the
+id ``"<file stem>-<offset>"``.
+
+Dead-letter reasons: ``undecodable`` (not UTF-8), ``bad_json``, ``invalid_event`` (wrong types,
+missing id, wrong field count...), ``missing_label``, ``empty_event`` (no text and no features),
+``bad_feature`` (a feature named ``text``, a nested or non-finite value).
+
+>>> from streambayes.runtime.sources import Record
+>>> d = Decoder("tsv").decode(Record(b"spam\\tWIN cash", None, "data/sms", 0, 7, line=8))
+>>> d.event.id, d.x, d.label, d.weight
+('sms-7', {'text': 'WIN cash'}, 'spam', 1.0)
+>>> Decoder("jsonl").decode(Record(b'{"id": 1, "text": "hi"}', None, "in.jsonl", 0, 0)).reason
+'missing_label'
+>>> parse_cell("3.5"), parse_cell(" 7 "), parse_cell("x.biz"), parse_cell(""), parse_cell("nan")
+(3.5, 7, 'x.biz', None, 'nan')
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import re
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any
+
+from pydantic import ValidationError
+
+from streambayes.errors import UsageError
+from streambayes.runtime.events import DeadLetter, DeadLetterReason, Event, SourcePosition
+from streambayes.runtime.sources import Format, Record
+
+_INT = re.compile(r"[+-]?\d+")
+_FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_OWN_REASONS = frozenset({"bad_feature", "empty_event"})
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """A valid event and what the learner needs from it."""
+
+    record: Record
+    event: Event
+    x: dict[str, Any]
+    label: str | None
+    weight: float
+
+
+class Rejected(Exception):
+    """Raised inside decoding to leave with a dead-letter reason (never escapes :meth:`decode`)."""
+
+    def __init__(self, reason: DeadLetterReason, error: str) -> None:
+        super().__init__(error)
+        self.reason: DeadLetterReason = reason
+        self.error = error
+
+
+def parse_cell(cell: str) -> str | int | float | None:
+    """A CSV cell as a feature value: int, finite float, else the (stripped) string; empty → None."""
+    text = cell.strip()
+    if not text:
+        return None
+    if _INT.fullmatch(text):
+        return int(text)
+    if _FLOAT.fullmatch(text):
+        return float(text)
+    return text
+
+
+def dead_letter(record: Record, reason: DeadLetterReason, error: str) -> DeadLetter:
+    """The dead letter for ``record``: its position, line and original bytes (base64 if not UTF-8)."""
+    try:
+        payload, encoding = record.value.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        payload, encoding = base64.b64encode(record.value).decode("ascii"), "base64"
+    return DeadLetter(
+        reason=reason, error=error, line=record.line, payload=payload, payload_encoding=encoding,
+        source=SourcePosition(topic=record.topic, partition=record.partition, offset=record.offset))
+
+
+class Decoder:
+    """Decode records of one format; ``require_label`` makes a missing label a dead letter."""
+
+    def __init__(
+        self,
+        fmt: Format,
+        *,
+        label_field: str = "label",
+        text_field: str | None = None,
+        key_field: str | None = None,
+        header: list[str] | None = None,
+        require_label: bool = True,
+    ) -> None:
+        self.format = fmt
+        self.label_field = label_field
+        self.text_field = text_field
+        self.key_field = key_field
+        self.require_label = require_label
+        self._columns: dict[str, int] = {}
+        if fmt == "csv":
+            self._init_csv(header)
+
+    def _init_csv(self, header: list[str] | None) -> None:
+        if header is None:
+            raise UsageError("a CSV decoder needs the file's header row")
+        self.header = header
+        self._columns = {name: i for i, name in enumerate(header)}
+        if self.text_field is None and "text" in self._columns:
+            self.text_field = "text"
+        wanted = [("label", self.label_field) if self.require_label else None,
+                  ("text", self.text_field), ("key", self.key_field)]
+        for role, name in filter(None, wanted):
+            if name is not None and name not in self._columns:
+                raise UsageError(f"CSV has no {role} column {name!r} "
+                                 f"(columns: {', '.join(header)})")
+        self._feature_columns = [
+            (name, i) for name, i in self._columns.items()
+            if name not in (self.label_field, self.text_field, self.key_field)]
+
+    def decode(self, record: Record) -> Decoded | DeadLetter:
+        """The decoded event, or the dead letter that records why it is not one."""
+        try:
+            text = record.value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return dead_letter(record, "undecodable", f"not valid UTF-8: {exc}")
+        try:
+            fields = self._fields(text, record)
+            event = _validate(fields)
+            label = event.label if event.label and event.label.strip() else None
+            if label is None and self.require_label:
+                raise Rejected("missing_label", f"event {event.id!r} has no label")
+        except Rejected as rej:
+            return dead_letter(record, rej.reason, rej.error)
+        return Decoded(record, event, event.to_x(), label, event.weight)
+
+    def _fields(self, text: str, record: Record) -> dict[str, Any]:
+        if self.format == "jsonl":
+            return self._json_fields(text)
+        if self.format == "tsv":
+            return _tsv_fields(text, _default_id(record))
+        return self._csv_fields(text, _default_id(record))
+
+    def _json_fields(self, text: str) -> dict[str, Any]:
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise Rejected("bad_json", f"invalid JSON: {exc}") from None
+        if not isinstance(obj, dict):
+            raise Rejected("invalid_event", f"expected a JSON object, got {type(obj).__name__}")
+        for target, name in (("label", self.label_field), ("text", self.text_field),
+                             ("key", self.key_field)):
+            if name is not None and name != target and name in obj:
+                obj[target] = obj.pop(name)
+        return obj
+
+    def _csv_fields(self, text: str, event_id: str) -> dict[str, Any]:
+        try:
+            row = next(csv.reader(io.StringIO(text), strict=True))
+        except (csv.Error, StopIteration) as exc:
+            raise Rejected("invalid_event", f"bad CSV record: {exc}") from None
+        if len(row) != len(self.header):
+            raise Rejected("invalid_event",
+                           f"expected {len(self.header)} fields as in the header, got {len(row)}")
+        fields: dict[str, Any] = {
+            "id": event_id,
+            "features": {name: parse_cell(row[i]) for name, i in self._feature_columns},
+        }
+        for target, name in (("label", self.label_field), ("text", self.text_field),
+                             ("key", self.key_field)):
+            if name is not None and name in self._columns:
+                fields[target] = row[self._columns[name]].strip() or None
+        return fields
+
+
+def _default_id(record: Record) -> str:
+    return f"{PurePath(record.topic).stem}-{record.offset}"
+
+
+def _tsv_fields(text: str, event_id: str) -> dict[str, Any]:
+    label, tab, body = text.partition("\t")
+    if not tab:
+        raise Rejected("invalid_event", "expected label<TAB>text, found no TAB")
+    return {"id": event_id, "label": label.strip() or None, "text": body}
+
+
+def _validate(fields: dict[str, Any]) -> Event:
+    try:
+        return Event.model_validate(fields)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        kind = errors[0]["type"]
+        reason: DeadLetterReason = kind if kind in _OWN_REASONS else "invalid_event"
+        raise Rejected(reason, "; ".join(_describe(e) for e in errors[:3])) from None
+
+
+def _describe(error: Any) -> str:
+    where = ".".join(str(part) for part in error["loc"])
+    return f"field {where!r}: {error['msg']}" if where else error["msg"]

@@ -1,0 +1,233 @@
+"""Replay: read a source to its end and evaluate models prequentially (DESIGN §4, §6).
+
+Records are polled in mini-batches of ``batch_size``; each is decoded and validated (bad ones
+go to the dead-letter sink with their reason), and the good events go through
+:class:`~streambayes.evaluate.prequential.Prequential`: every model predicts the batch, the
+metrics are updated, then every model learns it. Events a model cannot featurize are
+dead-lettered as ``bad_feature``. Nothing bad stops the replay; the result counts it all.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from streambayes.errors import ModelError, UsageError
+from streambayes.evaluate.prequential import Learner, Prequential
+from streambayes.runtime.decode import Decoded, Decoder, dead_letter
+from streambayes.runtime.events import DeadLetter
+from streambayes.runtime.sinks import FileSink, Sink
+from streambayes.runtime.sources import FileSource, Format, Source
+
+DEAD_LETTER_TOPIC = "dead-letters"
+DEFAULT_DEAD_LETTER_FILE = "streambayes-dead-letters.jsonl"
+PROGRESS_MIN_BYTES = 1 << 20  # show a progress bar for files of 1 MiB and more
+
+
+@dataclass
+class ReplayResult:
+    """What a replay did: the evaluation, the record counts and where dead letters went."""
+
+    source: str
+    run: Prequential
+    records: int = 0
+    dead_letters: Counter[str] = field(default_factory=Counter)
+    dead_letter_path: Path | None = None
+    seconds: float = 0.0
+
+    @property
+    def events(self) -> int:
+        return self.run.events
+
+    def metrics(self) -> dict[str, Any]:
+        """The ``metrics.json`` document of DESIGN §6 (plus counts and labels)."""
+        n_dead = sum(self.dead_letters.values())
+        models = {name: {**values, "dead_letters": n_dead}
+                  for name, values in self.run.summary().items()}
+        return {
+            "source": self.source,
+            "records": self.records,
+            "events": self.events,
+            "dead_letters": n_dead,
+            "dead_letters_by_reason": dict(sorted(self.dead_letters.items())),
+            "dead_letter_file": str(self.dead_letter_path) if n_dead else None,
+            "labels": dict(sorted(self.run.labels.items(), key=lambda kv: str(kv[0]))),
+            "positive": self.run.positive_label,
+            "seconds": self.seconds,
+            "models": models,
+        }
+
+
+def build_models(names: Sequence[str]) -> dict[str, Learner]:
+    """Fresh learners by CLI name; an unknown or repeated name is a :class:`UsageError`."""
+    from streambayes.models import MODEL_NAMES, make_model
+
+    models: dict[str, Learner] = {}
+    for name in names:
+        if name in models:
+            raise UsageError(f"model {name!r} is given twice")
+        if name not in MODEL_NAMES:
+            raise UsageError(f"unknown model {name!r} (valid: {', '.join(MODEL_NAMES)})")
+        try:
+            models[name] = make_model(name)
+        except ModelError as exc:
+            raise UsageError(str(exc)) from None
+    return models
+
+
+def replay(
+    source: Source,
+    decoder: Decoder,
+    models: Mapping[str, Learner],
+    dead_letters: Sink,
+    *,
+    batch_size: int = 256,
+    limit: int | None = None,
+    positive: str | None = None,
+    on_batch: Callable[[], None] | None = None,
+    topic: str = "",
+) -> ReplayResult:
+    """Prequential replay of ``source`` until it is exhausted or ``limit`` records were read."""
+    if batch_size < 1:
+        raise UsageError(f"batch size must be at least 1, got {batch_size}")
+    result = ReplayResult(topic, Prequential(models, positive))
+    start = time.perf_counter()
+    while limit is None or result.records < limit:
+        want = batch_size if limit is None else min(batch_size, limit - result.records)
+        records = source.poll(want)
+        if not records:
+            break
+        result.records += len(records)
+        good: list[Decoded] = []
+        for item in map(decoder.decode, records):
+            if isinstance(item, DeadLetter):
+                _send(dead_letters, result, item)
+            else:
+                good.append(item)
+        rejected = result.run.step([d.x for d in good], [d.label for d in good],
+                                   [d.weight for d in good]) if good else []
+        for rej in rejected:
+            _send(dead_letters, result, dead_letter(good[rej.index].record, "bad_feature",
+                                                     rej.error))
+        if on_batch is not None:
+            on_batch()
+    dead_letters.flush()
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _send(sink: Sink, result: ReplayResult, letter: DeadLetter) -> None:
+    sink.send(DEAD_LETTER_TOPIC, None, letter)
+    result.dead_letters[letter.reason] += 1
+
+
+@dataclass(frozen=True)
+class FileReplay:
+    """Everything ``streambayes replay FILE`` needs, as plain values (built by the CLI)."""
+
+    path: Path
+    models: tuple[str, ...] = ("nb",)
+    format: Format | None = None
+    label_field: str = "label"
+    text_field: str | None = None
+    key_field: str | None = None
+    limit: int | None = None
+    batch_size: int = 256
+    positive: str | None = None
+    dead_letter: Path | None = None
+    report: Path | None = None
+
+
+def replay_file(job: FileReplay, console: Console | None = None,
+                progress: bool | None = None) -> ReplayResult:
+    """Replay a file, print the summary, and write the report when asked."""
+    console = console or Console()
+    models = build_models(job.models)
+    if job.limit is not None and job.limit < 0:
+        raise UsageError(f"--limit must be >= 0, got {job.limit}")
+    with FileSource(job.path, job.format) as source:
+        decoder = Decoder(source.format, label_field=job.label_field, text_field=job.text_field,
+                          key_field=job.key_field, header=source.header)
+        dl_path = job.dead_letter or (job.report / "dead_letters.jsonl" if job.report
+                                      else Path(DEFAULT_DEAD_LETTER_FILE))
+        with FileSink(dl_path, mode="w") as sink, _progress(source, progress) as tick:
+            result = replay(source, decoder, models, sink, batch_size=job.batch_size,
+                            limit=job.limit, positive=job.positive, on_batch=tick,
+                            topic=source.topic)
+        result.dead_letter_path = dl_path
+    print_summary(result, console)
+    if job.report is not None:
+        written = write_report(result, job.report)
+        console.print(f"report: {', '.join(str(p) for p in written)}")
+    return result
+
+
+@contextmanager
+def _progress(source: FileSource, show: bool | None) -> Iterator[Callable[[], None]]:
+    """A rich progress bar on stderr for large files when stderr is a terminal."""
+    if show is None:
+        show = sys.stderr.isatty() and source.size_bytes >= PROGRESS_MIN_BYTES
+    if not show:
+        yield lambda: None
+        return
+    columns = (TextColumn("replay"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
+               TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("replay", total=source.size_bytes)
+        yield lambda: bar.update(task, completed=source.bytes_read)
+
+
+def _fmt(value: float | None, spec: str = ".4f") -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def summary_table(result: ReplayResult, title: str = "prequential replay") -> Table:
+    """One row per model: events, accuracy, log loss, macro F1, ROC AUC, events/s."""
+    positive = result.run.positive_label
+    auc = f"ROC AUC ({positive})" if positive is not None else "ROC AUC"
+    table = Table(title=title)
+    for header in ("model", "events", "accuracy", "log loss", "macro F1", auc, "events/s"):
+        table.add_column(header, justify="left" if header == "model" else "right")
+    for name, m in result.run.summary().items():
+        table.add_row(name, str(m["events"]), _fmt(m["accuracy"]), _fmt(m["log_loss"]),
+                      _fmt(m["macro_f1"]), _fmt(m["roc_auc"]), _fmt(m["events_per_s"], ",.0f"))
+    return table
+
+
+def print_summary(result: ReplayResult, console: Console) -> None:
+    """The summary table, then one line on records, events and dead letters."""
+    console.print(summary_table(result))
+    n_dead = sum(result.dead_letters.values())
+    console.print(f"{result.source}: {result.records} records, {result.events} events, "
+                  f"{n_dead} dead letters in {result.seconds:.2f} s", highlight=False,
+                  soft_wrap=True)
+    if n_dead:
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(result.dead_letters.items()))
+        console.print(f"dead letters ({reasons}) written to {result.dead_letter_path}",
+                      highlight=False, soft_wrap=True)
+
+
+def write_report(result: ReplayResult, directory: Path) -> list[Path]:
+    """Write ``metrics.json`` and ``learning_curves.png`` into ``directory``."""
+    from streambayes.evaluate.plots import learning_curves  # matplotlib: only when reporting
+
+    directory.mkdir(parents=True, exist_ok=True)
+    metrics_path = directory / "metrics.json"
+    metrics_path.write_text(json.dumps(result.metrics(), indent=2, ensure_ascii=False) + "\n",
+                            encoding="utf-8")
+    title = f"prequential replay of {Path(result.source).name}"
+    figure = learning_curves(result.run.curves, title=title)
+    plot_path = directory / "learning_curves.png"
+    figure.savefig(plot_path, dpi=100)
+    return [metrics_path, plot_path]

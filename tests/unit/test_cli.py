@@ -1,0 +1,126 @@
+"""The ``streambayes`` command line: DESIGN §6 is a contract; bad usage exits 2 in one line."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from streambayes.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def shared_data() -> Path:
+    """$STREAMBAYES_DATA, else ../shared/data beside the repository; missing data fails."""
+    env = os.environ.get("STREAMBAYES_DATA")
+    root = Path(env).resolve() if env else REPO.parent / "shared" / "data"
+    assert (root / "sms_spam_collection" / "SMSSpamCollection").is_file(), (
+        f"SMS Spam Collection missing under {root}; set STREAMBAYES_DATA")
+    return root
+
+
+SMS = shared_data() / "sms_spam_collection" / "SMSSpamCollection"
+
+
+def _usage_error(capsys, argv) -> str:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    assert len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err + out
+    return err
+
+
+@pytest.mark.parametrize("argv, needle", [
+    ([], "missing command"),
+    (["replay"], "required: SOURCE"),
+    (["replay", "/no/such/file.jsonl"], "no such file: /no/such/file.jsonl"),
+    (["replay", str(SMS), "--model", "nb,zzz"], "unknown model 'zzz' (valid: nb, mnb"),
+    (["replay", str(SMS), "--model", "nb,"], "--model"),
+    (["replay", str(SMS), "--bogus"], "unrecognized arguments: --bogus"),
+    (["replay", str(SMS), "--limit", "ten"], "--limit"),
+    (["replay", str(SMS), "--batch-size", "0"], "--batch-size"),
+    (["replay", str(SMS), "--format", "xml"], "--format"),
+    (["replay", str(SMS), "--network", "asia.bif"], "--network"),
+    (["replay", "kafka://localhost:9092/t"], "files only"),
+    (["replay", "."], "directory"),
+    (["learn", "--source", "x"], "'learn' is not available"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_bad_usage_exits_2_with_one_line(capsys, argv, needle):
+    assert needle in _usage_error(capsys, argv)
+
+
+def test_csv_without_the_label_column_is_bad_usage(capsys, tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("a,b\n1,2\n")
+    assert "no label column 'label'" in _usage_error(capsys, ["replay", str(path)])
+
+
+def test_bad_environment_is_bad_usage(capsys, monkeypatch):
+    monkeypatch.setenv("STREAMBAYES_OFFLINE", "perhaps")
+    assert "STREAMBAYES_OFFLINE" in _usage_error(capsys, ["demo"])
+
+
+def test_help_and_version_exit_0(capsys):
+    assert main(["--help"]) == 0
+    assert "replay" in capsys.readouterr().out
+    assert main(["replay", "--help"]) == 0
+    out = capsys.readouterr().out
+    for flag in ("--model", "--format", "--label-field", "--text-field", "--key-field",
+                 "--limit", "--dead-letter", "--report", "--batch-size", "--positive"):
+        assert flag in out
+    assert main(["--version"]) == 0
+
+
+def test_replay_sms_with_report(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code = main(["replay", str(SMS), "--model", "nb,mnb", "--report", str(tmp_path / "r")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "accuracy" in out and "nb" in out and "5574 records" in out and "0 dead letters" in out
+    doc = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert list(doc["models"]) == ["nb", "mnb"] and doc["models"]["nb"]["accuracy"] > 0.9
+    assert not list(tmp_path.glob("*.jsonl"))
+
+
+def test_replay_dead_letters_go_to_the_default_file(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "in.jsonl"
+    data.write_bytes(b'{"id": "a", "label": "x", "text": "t"}\nnot json\n'
+                     b'{"id": "b", "text": "t"}\n{"id": "c", "label": "y", "text": "u"}\n')
+    assert main(["replay", str(data), "--limit", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "3 records, 1 events, 2 dead letters" in out
+    assert ("dead letters (bad_json 1, missing_label 1) written to "
+            "streambayes-dead-letters.jsonl") in out
+    default = tmp_path / "streambayes-dead-letters.jsonl"
+    letters = [json.loads(line) for line in default.read_text().splitlines()]
+    assert [(d["line"], d["reason"]) for d in letters] == [(2, "bad_json"), (3, "missing_label")]
+    explicit = tmp_path / "dl" / "bad.jsonl"
+    assert main(["replay", str(data), "--dead-letter", str(explicit)]) == 0
+    assert len(explicit.read_text().splitlines()) == 2
+
+
+def test_csv_replay_with_fields(capsys, tmp_path):
+    data = tmp_path / "t.csv"
+    rows = ["who,colour,size,class"] + [
+        f"u{i},{'red' if i % 3 else 'blue'},{i % 4},{'a' if i % 3 else 'b'}" for i in range(60)]
+    data.write_text("\n".join(rows) + "\n")
+    argv = ["replay", str(data), "--label-field", "class", "--key-field", "who",
+            "--model", "nb,catnb", "--batch-size", "10", "--report", str(tmp_path / "r")]
+    assert main(argv) == 0, capsys.readouterr().err
+    doc = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert doc["events"] == 60 and doc["models"]["catnb"]["accuracy"] > 0.9
+    assert doc["positive"] == "b"
+
+
+def test_python_dash_m_runs_without_traceback(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "streambayes", "replay", str(tmp_path / "x")],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"streambayes: error: no such file: {tmp_path / 'x'}"

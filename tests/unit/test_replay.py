@@ -1,0 +1,227 @@
+"""Prequential replay: predict-then-learn order, metrics, dead letters for every bad input."""
+
+import base64
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from streambayes.errors import FeatureError, UsageError
+from streambayes.evaluate.prequential import Prequential, prequential
+from streambayes.models import make_model
+from streambayes.runtime.decode import Decoder
+from streambayes.runtime.replay import FileReplay, build_models, replay, replay_file
+from streambayes.runtime.sinks import MemorySink
+from streambayes.runtime.sources import FileSource, MemorySource
+
+
+def shared_data() -> Path:
+    """$STREAMBAYES_DATA, else ../shared/data beside the repository; missing data fails."""
+    env = os.environ.get("STREAMBAYES_DATA")
+    repo = Path(__file__).resolve().parents[2]
+    root = Path(env).resolve() if env else repo.parent / "shared" / "data"
+    assert (root / "sms_spam_collection" / "SMSSpamCollection").is_file(), (
+        f"SMS Spam Collection missing under {root}; set STREAMBAYES_DATA")
+    return root
+
+
+SMS = shared_data() / "sms_spam_collection" / "SMSSpamCollection"
+
+
+class Recorder:
+    """A tiny learner (majority class) that logs calls and rejects x with a "poison" key."""
+
+    def __init__(self, log: list):
+        self.counts: dict = {}
+        self.log = log
+
+    @property
+    def classes(self):
+        return sorted(self.counts)
+
+    def featurize(self, xs):
+        for x in xs:
+            if "poison" in x:
+                raise FeatureError(f"field 'poison': bad value {x['poison']!r}")
+        return list(xs)
+
+    def predict_log_proba_many(self, X):
+        self.log.append(("predict", [x["i"] for x in X]))
+        total = sum(self.counts.values())
+        row = [math.log(self.counts[c] / total) for c in self.classes]
+        return np.array([row] * len(X)).reshape(len(X), len(self.classes))
+
+    def learn_many(self, X, y, w=None):
+        self.log.append(("learn", [x["i"] for x in X]))
+        for label, weight in zip(y, w or [1.0] * len(y), strict=True):
+            self.counts[label] = self.counts.get(label, 0) + weight
+
+
+def test_each_event_is_predicted_before_it_is_learned():
+    log: list = []
+    batches = [([{"i": 0}, {"i": 1}], ["a", "b"]), ([{"i": 2}, {"i": 3}], ["a", "a"])]
+    run = prequential({"r": Recorder(log)}, batches)
+    assert log == [("predict", [0, 1]), ("learn", [0, 1]), ("predict", [2, 3]),
+                   ("learn", [2, 3])]
+    s = run.summary()["r"]
+    assert (s["events"], s["cold"]) == (4, 2)  # the first batch meets an untrained model
+    assert s["accuracy"] == 1.0  # tie a/b: argmax picks "a", right twice
+    assert s["log_loss"] == pytest.approx(math.log(2))
+    assert s["roc_auc"] is not None and s["events_per_s"] > 0
+
+
+def test_bad_event_in_featurize_is_dropped_for_every_model():
+    log_a: list = []
+    run = Prequential({"a": Recorder(log_a), "b": make_model("nb")})
+    xs = [{"i": 0, "text": "x"}, {"i": 1, "poison": 1}, {"i": 2, "text": "y"}]
+    rejected = run.step(xs, ["a", "b", "a"])
+    assert [(r.index, "poison" in r.error) for r in rejected] == [(0 + 1, True)]
+    assert log_a[-1] == ("learn", [0, 2])
+    assert run.models["b"].n_events == 2
+    assert run.summary()["b"]["events"] == 2
+
+
+def test_feature_error_raised_by_learn_or_predict_of_a_real_model():
+    run = Prequential({"mnb": make_model("mnb"), "nb": make_model("nb")})
+    xs = [{"text": "cheap pills", "n": 1}, {"text": "hello", "n": -2}, {"text": "hi", "n": 0}]
+    first = run.step(xs, ["spam", "ham", "ham"])  # cold mnb: caught when learning
+    assert [r.index for r in first] == [1] and "negative" in first[0].error
+    second = run.step(xs, ["spam", "ham", "ham"])  # trained mnb: caught when predicting
+    assert [r.index for r in second] == [1]
+    assert run.models["mnb"].n_events == 4 and run.summary()["nb"]["events"] == 5
+
+
+def test_roc_auc_only_for_two_labels_and_positive_choice():
+    xs = [{"text": t} for t in ("a b", "c d", "a c", "b d", "e f", "a f")]
+    three = prequential({"nb": make_model("nb")}, [(xs[:3], ["x", "y", "z"]),
+                                                  (xs[3:], ["x", "y", "z"])])
+    assert three.summary()["nb"]["roc_auc"] is None and three.positive_label is None
+    two = prequential({"nb": make_model("nb")}, [(xs, ["ham", "spam"] * 3)])
+    assert two.positive_label == "spam"
+    chosen = prequential({"nb": make_model("nb")}, [(xs, ["ham", "spam"] * 3)], positive="ham")
+    assert chosen.positive_label == "ham"
+    absent = prequential({"nb": make_model("nb")}, [(xs, ["ham", "spam"] * 3)], positive="eggs")
+    assert absent.summary()["nb"]["roc_auc"] is None
+
+
+def test_weights_weight_the_metrics():
+    log: list = []
+    run = Prequential({"r": Recorder(log)})
+    run.step([{"i": 0}], ["a"])
+    run.step([{"i": 1}, {"i": 2}], ["a", "b"], [3.0, 1.0])
+    assert run.summary()["r"]["accuracy"] == pytest.approx(0.75)
+    assert run.labels == {"a": 4.0, "b": 1.0}
+
+
+BAD_LINES = [
+    (b'{"id": "s1", "label": "spam", "text": "WIN cash now"}', None),
+    (b'{"id": "x", ', "bad_json"),
+    (b'{"id": "h1", "label": "ham", "text": "see you at lunch"}', None),
+    (b'{"id": "w", "label": "ham", "text": 5}', "invalid_event"),
+    (b'{"id": "m", "text": "no label here"}', "missing_label"),
+    (b'{"id": "e", "label": "ham"}', "empty_event"),
+    (b'{"id": "u", "label": "ham", "text": "caf\xe9 \xff"}', "undecodable"),
+    (b'{"id": "t", "label": "ham", "features": {"text": "clash"}}', "bad_feature"),
+    (b'{"id": "n", "label": "ham", "text": "x", "features": {"a": {"b": 1}}}', "bad_feature"),
+    (b'[1, 2]', "invalid_event"),
+    (b'{"id": "neg", "label": "ham", "text": "hello", "features": {"n": -1}}', "bad_feature"),
+    (b'{"id": "w0", "label": "ham", "text": "x", "weight": 0}', "invalid_event"),
+    (b'{"id": "s2", "label": "spam", "text": "free prize claim", "features": {"n": 2}}', None),
+    (b'{"id": "h2", "label": "ham", "text": "ok see you", "weight": 2.5}', None),
+]
+
+
+def test_every_bad_input_is_dead_lettered_and_the_replay_goes_on(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(b"\n".join(line for line, _ in BAD_LINES) + b"\n")
+    sink = MemorySink()
+    with FileSource(path) as src:
+        result = replay(src, Decoder("jsonl"), build_models(["nb", "mnb"]), sink,
+                        batch_size=4, topic=src.topic)
+    letters = [json.loads(v) for v in sink.values("dead-letters")]
+    expected = [(i + 1, reason) for i, (_, reason) in enumerate(BAD_LINES) if reason]
+    assert sorted((d["line"], d["reason"]) for d in letters) == expected
+    for d in letters:
+        assert d["source"] == {"topic": str(path), "partition": 0, "offset": d["line"] - 1}
+        assert d["error"]
+    undecodable = next(d for d in letters if d["reason"] == "undecodable")
+    assert undecodable["payload_encoding"] == "base64"
+    assert base64.b64decode(undecodable["payload"]) == BAD_LINES[6][0]
+    clash = next(d for d in letters if d["line"] == 8)
+    assert "text" in clash["error"] and clash["payload"] == BAD_LINES[7][0].decode()
+    assert result.records == len(BAD_LINES)
+    assert sum(result.dead_letters.values()) == len(expected) == 10
+    assert result.events == 4  # the negative count is caught by mnb when predicting
+    assert result.run.models["nb"].n_events == 4
+    assert result.metrics()["dead_letters"] == 10
+
+
+def test_tsv_bad_lines(tmp_path):
+    path = tmp_path / "sms.txt"
+    path.write_bytes(b"ham\thello there\nno tab here\n\tno label\nspam\t\xffbad\nspam\tWIN\n")
+    with FileSource(path) as src:
+        sink = MemorySink()
+        result = replay(src, Decoder("tsv"), build_models(["nb"]), sink, topic=src.topic)
+    reasons = [(json.loads(v)["line"], json.loads(v)["reason"]) for v in sink.values("dead-letters")]
+    assert reasons == [(2, "invalid_event"), (3, "missing_label"), (4, "undecodable")]
+    assert (result.records, result.events) == (5, 2)
+
+
+def test_limit_and_batch_size():
+    values = [f"{'spam' if i % 5 == 0 else 'ham'}\tmessage {i % 7}" for i in range(50)]
+    result = replay(MemorySource({"m": values}), Decoder("tsv"), build_models(["nb"]),
+                    MemorySink(), batch_size=8, limit=20)
+    assert (result.records, result.events) == (20, 20)
+    assert result.run.summary()["nb"]["cold"] == 8
+    with pytest.raises(UsageError):
+        replay(MemorySource({"m": values}), Decoder("tsv"), {}, MemorySink(), batch_size=0)
+
+
+def test_build_models_rejects_unknown_and_repeated_names():
+    with pytest.raises(UsageError, match="unknown model 'zzz' \\(valid: nb, "):
+        build_models(["nb", "zzz"])
+    with pytest.raises(UsageError, match="twice"):
+        build_models(["nb", "nb"])
+
+
+def test_replay_file_on_sms_writes_report(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    console = Console(file=open(os.devnull, "w"), width=120)  # noqa: SIM115
+    job = FileReplay(path=SMS, models=("nb", "cnb"), report=tmp_path / "rep")
+    result = replay_file(job, console=console, progress=False)
+    doc = json.loads((tmp_path / "rep" / "metrics.json").read_text())
+    assert set(doc["models"]) == {"nb", "cnb"}
+    assert doc["events"] == doc["records"] == 5574 and doc["dead_letters"] == 0
+    assert doc["source"] == str(SMS) and doc["positive"] == "spam"
+    assert doc["labels"] == {"ham": 4827.0, "spam": 747.0}
+    nb = doc["models"]["nb"]
+    assert nb["events"] == 5574 and nb["accuracy"] > 0.9 and nb["dead_letters"] == 0
+    assert 0 < nb["log_loss"] < 1 and 0.9 < nb["roc_auc"] <= 1 and 0.8 < nb["macro_f1"] <= 1
+    assert nb["events_per_s"] > 0
+    assert (tmp_path / "rep" / "learning_curves.png").stat().st_size > 1000
+    assert not (tmp_path / "rep" / "dead_letters.jsonl").exists()  # nothing bad: no file
+    assert result.dead_letter_path == tmp_path / "rep" / "dead_letters.jsonl"
+
+
+def test_progress_bar_path_and_positive_flag(tmp_path, capsys):
+    job = FileReplay(path=SMS, limit=600, positive="ham", report=tmp_path / "r")
+    result = replay_file(job, progress=True)
+    assert result.records == 600 and result.run.positive_label == "ham"
+    doc = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert doc["positive"] == "ham" and doc["models"]["nb"]["roc_auc"] > 0.8
+    assert "ROC AUC (ham)" in capsys.readouterr().out
+
+
+def test_jsonl_field_renames(tmp_path):
+    path = tmp_path / "news.jsonl"
+    path.write_text('{"id": 101, "group": "sci.space", "body": "orbit", "split": "train"}\n'
+                    '{"id": 102, "group": "rec.autos", "body": "engine", "who": "k1"}\n')
+    decoder = Decoder("jsonl", label_field="group", text_field="body", key_field="who")
+    with FileSource(path) as src:
+        first, second = (decoder.decode(r) for r in src.poll(10))
+    assert (first.event.id, first.label, first.x) == ("101", "sci.space", {"text": "orbit"})
+    assert (second.label, second.event.key) == ("rec.autos", "k1")
