@@ -1,0 +1,57 @@
+"""Factory fixtures shared by the unit tests (STYLE habit 15)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+WORDS = {
+    "spam": "free prize win cash offer click now winner".split(),
+    "ham": "lunch meeting tomorrow noon report team call".split(),
+    "promo": "sale discount coupon store deal week shop".split(),
+}
+SHARED_WORDS = "the a to and you your of for".split()
+_TLDS = {"spam": ["biz", "ru", "com"], "ham": ["org", "com"], "promo": ["com", "shop"]}
+_RATE = {"spam": 6.0, "ham": 1.0, "promo": 3.5}
+
+
+def mixed_stream(n: int = 120, seed: int = 0) -> tuple[list[dict], list[str]]:
+    """A labelled event stream that every learner can learn from.
+
+    Events carry text (``text``), categorical str (``tld``, and ``lang`` from mid-stream on)
+    and bool (``urgent``) fields, count-like numeric fields (``n_links`` int, ``score`` a
+    float on a 1/4 grid, so sums of them are exact) and occasional None or missing fields.
+    Labels ``spam``/``ham`` from the start; ``promo`` first appears at event ``n // 2``.
+    """
+    rng = np.random.default_rng(seed)
+    xs, ys = [], []
+    for i in range(n):
+        labels = ["spam", "ham"] + (["promo"] if i >= n // 2 else [])
+        y = "promo" if i == n // 2 else (labels[i % 2] if i < 4 else str(rng.choice(labels)))
+        words = rng.choice(WORDS[y] + SHARED_WORDS, size=int(rng.integers(2, 9)))
+        x: dict = {
+            "text": " ".join(words),
+            "tld": str(rng.choice(_TLDS[y])),
+            "urgent": bool(rng.random() < (0.7 if y == "spam" else 0.2)),
+            "n_links": int(rng.poisson(_RATE[y])),
+            "score": float(np.round(max(rng.normal(_RATE[y], 1.0), 0.0) * 4) / 4),
+        }
+        if i >= n // 2:
+            x["lang"] = str(rng.choice(["en", "fr"]))
+        if rng.random() < 0.15:
+            x["tld"] = None
+        if rng.random() < 0.15:
+            del x["score"]
+        if rng.random() < 0.1:
+            x["text"] = None
+        xs.append(x)
+        ys.append(y)
+    return xs, ys
+
+
+@pytest.fixture(scope="session")
+def make_stream() -> Callable[..., tuple[list[dict], list[str]]]:
+    """Factory: ``make_stream(n=120, seed=0) -> (xs, ys)``, see :func:`mixed_stream`."""
+    return mixed_stream
