@@ -1,0 +1,66 @@
+"""The import rules of the architecture (STYLE.md): pure layers do no I/O and import no Kafka,
+pydantic or runtime; a learner never imports runtime."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "streambayes"
+STDLIB_AND_NUMPY = {"numpy"}
+ALLOWED = {  # third-party imports each pure layer may use besides the standard library
+    "stats": STDLIB_AND_NUMPY,
+    "features": STDLIB_AND_NUMPY | {"mmh3"},  # MurmurHash3: the stable feature hash
+    "models": STDLIB_AND_NUMPY,
+    "evaluate": STDLIB_AND_NUMPY | {"river", "matplotlib"},
+}
+RIVER_COMPAT = PACKAGE / "models" / "river_compat.py"
+FORBIDDEN_INTERNAL = ("streambayes.runtime", "streambayes.cli", "streambayes.config", "streambayes.snapshot")
+FORBIDDEN_CALLS = {"open", "print", "input"}
+
+
+def imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.append(node.module)
+    return out
+
+
+def modules(layer: str) -> list[Path]:
+    return sorted((PACKAGE / layer).rglob("*.py"))
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_pure_layers_import_only_what_they_may(layer):
+    import sys
+
+    assert modules(layer), f"no modules in {layer}"
+    for path in modules(layer):
+        allowed = ALLOWED[layer] | ({"river"} if path == RIVER_COMPAT else set())
+        for name in imports(path):
+            top = name.split(".")[0]
+            if top == "streambayes":
+                assert not name.startswith(FORBIDDEN_INTERNAL), f"{path.name} imports {name}"
+            else:
+                assert top in sys.stdlib_module_names or top in allowed, f"{path.name} imports {name}"
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_pure_layers_do_no_file_or_terminal_io(layer):
+    for path in modules(layer):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        assert not calls & FORBIDDEN_CALLS, f"{path.name} calls {calls & FORBIDDEN_CALLS}"
+
+
+def test_no_salted_hash_and_no_pickle_anywhere():
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                assert node.func.id != "hash", f"{path.name}:{node.lineno} uses the salted hash()"
+        assert not {"pickle", "cloudpickle", "joblib", "dill"} & {n.split(".")[0] for n in imports(path)}, path
