@@ -11,6 +11,7 @@ possibly decayed) counts; probabilities are derived at prediction time, in log s
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -133,7 +134,13 @@ class NaiveBayesBase:
                 raise ModelError(f"class_prior has no entry for class {e.args[0]!r}") from None
             with np.errstate(divide="ignore"):
                 return np.log(p / p.sum())
-        return class_prior_log(self._class_counts * self._forget.to_true(), self.prior_alpha)
+        counts = self._class_counts
+        if self.prior_alpha == 0 and len(counts) <= 32:  # maximum likelihood, few classes: the
+            c = counts.tolist()                          # per-event hot path, in plain floats
+            if min(c) > 0:
+                log_total = math.log(math.fsum(c))
+                return np.array([math.log(v) - log_total for v in c])
+        return class_prior_log(counts * self._forget.to_true(), self.prior_alpha)
 
     def joint_log_likelihood_many(self, X) -> np.ndarray:
         """Unnormalised ``log P(c) + Σ log P(x_i | c)``, shape (n, classes)."""

@@ -53,9 +53,18 @@ class MultinomialNB(NaiveBayesBase):
     def _make_components(self) -> list:
         return [Multinomial(self.n_features, self.alpha, True, self.vocab_size, self.m)]
 
-    # A single event made only of text is the common case of per-event streaming: these two
-    # skip building a one-row batch, with the same arithmetic (learn_many gives the same state).
+    # A single event made only of text is the common case of per-event streaming: these skip
+    # building a one-row batch, with the same arithmetic (learn_many gives the same state), and
+    # a prequential learn_one(x) right after predict_proba_one(x) reuses x's tokens.
+    def _reset(self) -> None:
+        super()._reset()
+        self._last_plain: tuple | None = None
+
     def _plain_buckets(self, x: Mapping) -> np.ndarray | None:
+        last = self._last_plain  # (x, its items, buckets): the same dict with the same values
+        if last is not None and last[0] is x and len(x) == len(last[1]) \
+                and all(x.get(k) is v for k, v in last[1]):
+            return last[2]
         buckets: list[int] = []
         f = self._featurizer
         for key, value in x.items():
@@ -63,7 +72,9 @@ class MultinomialNB(NaiveBayesBase):
                 return None
             if value is not None:
                 buckets += f.hasher.buckets(f.tokenizer(value))
-        return np.fromiter(buckets, np.int64, len(buckets))
+        out = np.fromiter(buckets, np.int64, len(buckets))
+        self._last_plain = (x, tuple(x.items()), out)
+        return out
 
     def learn_one(self, x: Mapping, y, w: float = 1.0) -> None:
         buckets = self._plain_buckets(x)
@@ -84,9 +95,11 @@ class MultinomialNB(NaiveBayesBase):
         buckets = self._plain_buckets(x) if len(self._classes) else None
         if buckets is None or self._forget.active:
             return super().predict_proba_one(x)
-        jll = self._log_prior() + self._components[0].score_buckets(buckets, 1.0)
-        p = np.exp(jll - jll.max())
-        return dict(zip(self._classes.values, (p / p.sum()).tolist(), strict=True))
+        jll = (self._log_prior() + self._components[0].score_buckets(buckets, 1.0)).tolist()
+        top = max(jll)
+        p = [math.exp(v - top) for v in jll]
+        total = sum(p)
+        return {c: v / total for c, v in zip(self._classes.values, p, strict=True)}
 
 
 class BernoulliNB(NaiveBayesBase):

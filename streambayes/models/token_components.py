@@ -191,8 +191,10 @@ class Multinomial(TokenTable):
         if not len(buckets):
             return np.zeros(len(self.totals))
         a = self.alpha
-        num = np.log(self.counts.take(buckets, axis=1) + a).sum(axis=1)
-        return num - len(buckets) * np.log(self.totals + a * self.vocabulary)
+        logs = self.counts.take(buckets, axis=1)
+        logs += a
+        np.log(logs, out=logs)
+        return np.add.reduce(logs, axis=1) - len(buckets) * np.log(self.totals + a * self.vocabulary)
 
     def entry_scores(self, idx: np.ndarray, scale: float) -> np.ndarray:
         num = self._smoothed_log(self.counts[:, idx] * scale, (self.totals * scale)[:, None],

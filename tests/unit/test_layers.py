@@ -53,7 +53,8 @@ def test_pure_layers_import_only_what_they_may(layer):
 def test_pure_layers_do_no_file_or_terminal_io(layer):
     for path in modules(layer):
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        calls = {n.func.id for n in ast.walk(tree)
+                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
         assert not calls & FORBIDDEN_CALLS, f"{path.name} calls {calls & FORBIDDEN_CALLS}"
 
 
@@ -63,4 +64,15 @@ def test_no_salted_hash_and_no_pickle_anywhere():
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                 assert node.func.id != "hash", f"{path.name}:{node.lineno} uses the salted hash()"
-        assert not {"pickle", "cloudpickle", "joblib", "dill"} & {n.split(".")[0] for n in imports(path)}, path
+        top_level = {n.split(".")[0] for n in imports(path)}
+        assert not {"pickle", "cloudpickle", "joblib", "dill"} & top_level, path
+
+
+def test_ruff_clean():
+    import subprocess
+    import sys
+
+    root = PACKAGE.parent
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "streambayes", "tests", "bench"],
+                          cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
