@@ -74,18 +74,22 @@ def _spam_column(proba, classes: list):
 
 
 # -- contestants: each returns a zero-argument run closure; imports happen before timing ----
+def _per_event(model, inputs, ys, p) -> None:
+    """Prequential per event: predict_proba_one, then learn_one (River's protocol)."""
+    predict, learn = model.predict_proba_one, model.learn_one
+    for i, x in enumerate(inputs):
+        proba = predict(x)
+        p[i] = proba.get(POSITIVE, 0.0) if proba else 0.5
+        learn(x, ys[i])
+
+
 def _sb_event(s: Stream, p, bs: int) -> Callable[[], None]:
     from streambayes.models.naive_bayes import MultinomialNB
 
     xs, ys = s.dicts(), s.labels
 
     def run() -> None:
-        model = MultinomialNB(alpha=1.0)
-        predict, learn = model.predict_proba_one, model.learn_one
-        for i, x in enumerate(xs):
-            proba = predict(x)
-            p[i] = proba.get(POSITIVE, 0.0) if proba else 0.5
-            learn(x, ys[i])
+        _per_event(MultinomialNB(alpha=1.0), xs, ys, p)
     return run
 
 
@@ -115,11 +119,7 @@ def _river(s: Stream, p, river_tokenizer: bool) -> Callable[[], None]:
 
     def run() -> None:
         model = feature_extraction.BagOfWords(**bow_args) | naive_bayes.MultinomialNB(alpha=1)
-        predict, learn = model.predict_proba_one, model.learn_one
-        for i, text in enumerate(texts):
-            proba = predict(text)
-            p[i] = proba.get(POSITIVE, 0.0) if proba else 0.5
-            learn(text, ys[i])
+        _per_event(model, texts, ys, p)
     return run
 
 
