@@ -93,7 +93,8 @@ class NaiveBayesBase:
         if len(y) != batch.n:
             raise ModelError(f"learn_many got {batch.n} events but {len(y)} labels")
         weights = _weights(w, batch.n)
-        if any(label is None for label in y):
+        y = y if isinstance(y, list) else list(y)
+        if None in y:
             raise ModelError("learn_many: a label is missing (None)")
         rows = self._classes.codes(y)
         self._grow_classes()

@@ -51,8 +51,11 @@ class ValueIndex:
 
     def codes(self, values: Iterable) -> np.ndarray:
         """Codes of ``values``, adding the unseen ones."""
-        add = self.add
-        return np.fromiter((add(v) for v in values), np.int64)
+        values = values if isinstance(values, list) else list(values)
+        out = list(map(self._codes.get, values))
+        if None in out:
+            out = [c if c is not None else self.add(v) for v, c in zip(values, out, strict=True)]
+        return np.fromiter(out, np.int64, len(out))
 
     def lookup(self, values: Iterable) -> np.ndarray:
         """Codes of ``values`` without adding; -1 for unseen."""
