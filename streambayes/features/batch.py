@@ -55,6 +55,15 @@ class Batch:
     numeric: dict[str, np.ndarray]  # float64, NaN = missing
     words: list[list[str]] | None = None  # token strings per row, kept for clues
 
+    def slice(self, start: int, stop: int) -> Batch:
+        """Rows ``start … stop-1`` as a batch of their own."""
+        lo, hi = self.tokens.indptr[start], self.tokens.indptr[stop]
+        tokens = SparseRows(self.tokens.indptr[start:stop + 1] - lo, self.tokens.indices[lo:hi],
+                            self.tokens.values[lo:hi])
+        return Batch(stop - start, tokens, {k: c[start:stop] for k, c in self.categorical.items()},
+                     {k: c[start:stop] for k, c in self.numeric.items()},
+                     None if self.words is None else self.words[start:stop])
+
 
 class Featurizer:
     """Turn ``x`` dicts into a :class:`Batch`; the same dicts give the same batch in any process."""

@@ -3,7 +3,8 @@
 from streambayes.stats.decay import Forgetting
 from streambayes.stats.gaussian import GaussianSummaries
 from streambayes.stats.index import ValueIndex
+from streambayes.stats.pairs import PairCounts
 from streambayes.stats.smoothing import class_prior_log, lidstone_log, log_normalize, m_estimate_log
 
-__all__ = ["Forgetting", "GaussianSummaries", "ValueIndex", "class_prior_log", "lidstone_log",
+__all__ = ["Forgetting", "GaussianSummaries", "PairCounts", "ValueIndex", "class_prior_log", "lidstone_log",
            "log_normalize", "m_estimate_log"]
