@@ -14,16 +14,19 @@ from streambayes.models.naive_bayes import (
     MultinomialNB,
     NaiveBayes,
 )
+from streambayes.models.seminaive import AODE, KDB, SPODE, TAN
 
 MODELS: dict[str, type[NaiveBayesBase]] = {
     cls.name: cls
-    for cls in (NaiveBayes, MultinomialNB, BernoulliNB, ComplementNB, CategoricalNB, GaussianNB)
+    for cls in (NaiveBayes, MultinomialNB, BernoulliNB, ComplementNB, CategoricalNB, GaussianNB, AODE,
+                SPODE, TAN, KDB)
 }
 MODEL_NAMES = tuple(MODELS)
 
 
 def make_model(name: str, **params):
-    """A fresh learner by its CLI name (``nb``, ``mnb``, ``bnb``, ``cnb``, ``catnb``, ``gnb``)."""
+    """A fresh learner by its CLI name (``nb``, ``mnb``, ``bnb``, ``cnb``, ``catnb``, ``gnb``, ``aode``,
+    ``spode``, ``tan``, ``kdb``)."""
     try:
         cls = MODELS[name]
     except KeyError:
@@ -39,5 +42,6 @@ def model_from_state(state: Mapping):
     return MODELS[name].from_state(state)
 
 
-__all__ = ["MODELS", "MODEL_NAMES", "BernoulliNB", "CategoricalNB", "ComplementNB", "GaussianNB",
-           "MultinomialNB", "NaiveBayes", "NaiveBayesBase", "make_model", "model_from_state"]
+__all__ = ["AODE", "KDB", "MODELS", "MODEL_NAMES", "SPODE", "TAN", "BernoulliNB", "CategoricalNB",
+           "ComplementNB", "GaussianNB", "MultinomialNB", "NaiveBayes", "NaiveBayesBase", "make_model",
+           "model_from_state"]

@@ -54,7 +54,15 @@ class NaiveBayesBase:
     # -- hyperparameters ------------------------------------------------------------------
     def params(self) -> dict:
         """Constructor arguments by name (STYLE habit 5): ``type(m)(**m.params())`` clones."""
-        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
+        names: list[str] = []
+        for klass in type(self).__mro__:  # follow **kwargs up to the constructor that ends them
+            if "__init__" not in klass.__dict__:
+                continue
+            params = list(inspect.signature(klass.__dict__["__init__"]).parameters.values())
+            names += [p.name for p in params[1:] if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+                      and p.name not in names]
+            if not any(p.kind == p.VAR_KEYWORD for p in params):
+                break
         out = {name: getattr(self, name) for name in names}
         out["text_fields"] = list(out["text_fields"])
         return out
@@ -93,6 +101,8 @@ class NaiveBayesBase:
         if len(y) != batch.n:
             raise ModelError(f"learn_many got {batch.n} events but {len(y)} labels")
         weights = _weights(w, batch.n)
+        for comp in self._components:  # refuse a bad batch before anything changes
+            comp.check(batch)
         y = y if isinstance(y, list) else list(y)
         if None in y:
             raise ModelError("learn_many: a label is missing (None)")
@@ -104,7 +114,7 @@ class NaiveBayesBase:
         stored = weights if mult is None else weights * mult
         np.add.at(self._class_counts, rows, stored)
         for comp in self._components:
-            comp.learn(batch, rows, stored)
+            comp.learn(batch, rows, stored, raw=weights)
         self.n_events += batch.n
 
     def _grow_classes(self) -> None:

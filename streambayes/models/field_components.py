@@ -42,11 +42,14 @@ class Categorical:
             self.tables.append(np.zeros((self.n_classes, 0)))
         return i
 
+    def check(self, batch: Batch) -> None:
+        """Every value is a category: nothing to refuse."""
+
     def grow_classes(self, k: int) -> None:
         self.tables = [np.pad(t, ((0, k - t.shape[0]), (0, 0))) for t in self.tables]
         self.n_classes = k
 
-    def learn(self, batch: Batch, rows: np.ndarray, w: np.ndarray) -> None:
+    def learn(self, batch: Batch, rows: np.ndarray, w: np.ndarray, raw: np.ndarray | None = None) -> None:
         for name, col, present in self._columns(batch):
             i = self._field(name)
             at = np.flatnonzero(present)
@@ -140,6 +143,9 @@ class Gaussian:
     def params(self) -> dict:
         return {"variance": self.variance, "var_smoothing": self.var_smoothing}
 
+    def check(self, batch: Batch) -> None:
+        """The featurizer already refused non-finite numbers."""
+
     def grow_classes(self, k: int) -> None:
         self.stats.grow(k, len(self.fields))
 
@@ -152,7 +158,7 @@ class Gaussian:
             m[:, i] = c
         return m, np.array([i for i, _ in cols], np.int64)
 
-    def learn(self, batch: Batch, rows: np.ndarray, w: np.ndarray) -> None:
+    def learn(self, batch: Batch, rows: np.ndarray, w: np.ndarray, raw: np.ndarray | None = None) -> None:
         if not batch.numeric:
             return
         values, _ = self._matrix(batch, add=True)

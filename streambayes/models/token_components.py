@@ -42,6 +42,11 @@ class TokenTable:
     def entries(self, batch: Batch) -> SparseRows:
         return fold_fields(batch, self.hasher) if self.fold else batch.tokens
 
+    def check(self, batch: Batch) -> None:
+        """Raise FeatureError for a batch this table cannot learn (negative counts)."""
+        if self.fold and (batch.numeric or batch.categorical):
+            self.entries(batch)
+
     def grow_classes(self, k: int) -> None:
         extra = k - len(self.totals)
         self.counts = np.vstack([self.counts, np.zeros((extra, self.n_features))])
@@ -56,7 +61,7 @@ class TokenTable:
         self.n_seen += len(fresh)
         self._cache.clear()
 
-    def learn(self, batch: Batch, rows: np.ndarray, w: np.ndarray) -> None:
+    def learn(self, batch: Batch, rows: np.ndarray, w: np.ndarray, raw: np.ndarray | None = None) -> None:
         sr = self.entries(batch)
         r = sr.row_ids()
         vals = sr.values * w[r]
@@ -221,7 +226,7 @@ class Bernoulli(TokenTable):
         np.cumsum(np.bincount(rows, minlength=batch.n), out=indptr[1:])
         return SparseRows(indptr, buckets, np.ones(len(keys)))
 
-    def learn(self, batch: Batch, rows: np.ndarray, w: np.ndarray) -> None:
+    def learn(self, batch: Batch, rows: np.ndarray, w: np.ndarray, raw: np.ndarray | None = None) -> None:
         sr = self._presence(batch)
         r = sr.row_ids()
         self._add(rows[r], sr.indices, w[r], np.ones(len(r), bool))

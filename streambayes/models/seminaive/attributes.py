@@ -1,0 +1,145 @@
+"""Attributes of the semi-naive learners: names, values and their global codes.
+
+Every field other than text is an attribute. Its string (and bool) values are categories; its
+numbers fall into equal-frequency bins whose edges are fixed by the attribute's first numbers,
+of total weight ``warmup``, in stream order (until then the learner buffers them, see
+``table.py``). An attribute may have both: a column such as "children" = 1, 2, 3 or "more" is
+bins plus the category "more". Each (attribute, value) has a global code, in order of first
+appearance; local values are the category strings and the bin numbers 0, 1, … .
+With a declared ``schema`` (attribute names), any other field is a :class:`FeatureError`; without
+one, attributes are added as they appear. An attribute stops taking new categories at
+``max_values`` (later new ones count as missing, and are tallied in ``dropped``). ``edges``
+fixes the bins of named attributes from the start: shards that are to be merged exactly must
+share their edges (a shard that fixed its own from its own warm-up cannot be re-binned).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from streambayes.errors import FeatureError
+from streambayes.features import Batch
+from streambayes.features.discretize import bin_codes
+from streambayes.stats import ValueIndex
+
+CAT, NUM = "categorical", "numeric"
+
+
+class Attributes:
+    def __init__(self, schema: Sequence[str] | None = None, max_values: int = 1000,
+                 edges: Mapping | None = None) -> None:
+        self.schema = None if schema is None else frozenset(schema)
+        self.given_edges = dict(edges or {})  # numeric attribute → edges fixed from the start
+        self.max_values = max_values
+        self.names = ValueIndex()
+        self.values: list[ValueIndex] = []  # category strings and bin numbers 0..n-1
+        self.gcodes: list[list[int]] = []  # per attribute: local code → global code
+        self.attr_of: list[int] = []  # global code → attribute
+        self.edges: list[np.ndarray | None] = []  # numeric: bin edges once fixed
+        self.dropped = 0
+
+    @property
+    def n_codes(self) -> int:
+        return len(self.attr_of)
+
+    def n_values(self) -> np.ndarray:
+        return np.array([len(v) for v in self.values], np.int64)
+
+    def columns(self, batch: Batch):
+        """(name, kind, column) of the batch's fields, in a fixed (name) order."""
+        cols = [(f, CAT, c) for f, c in batch.categorical.items()]
+        cols += [(f, NUM, c) for f, c in batch.numeric.items()]
+        return sorted(cols, key=lambda t: (str(t[0]), t[1]))
+
+    def check(self, batch: Batch) -> None:
+        """Refuse the batch (before any change) for fields outside the declared schema."""
+        if self.schema is None:
+            return
+        for name, kind, col in self.columns(batch):
+            if name not in self.schema and _present(kind, col).any():
+                raise FeatureError(f"unknown attribute {name!r}; the model's attributes are "
+                                   f"{sorted(self.schema)}")
+
+    def add_attribute(self, name) -> int:
+        a = self.names.add(name)
+        if a == len(self.values):
+            self.values.append(ValueIndex())
+            self.gcodes.append([])
+            self.edges.append(None)
+            if name in self.given_edges:
+                self.fix_edges(a, np.sort(np.asarray(self.given_edges[name], np.float64)))
+        return a
+
+    def add_value(self, a: int, value) -> int:
+        """Local code of ``value`` for attribute ``a``, adding it (and a global code); -1 if full."""
+        local = self.values[a].get(value)
+        if local >= 0:
+            return local
+        if len(self.values[a]) >= self.max_values:
+            self.dropped += 1
+            return -1
+        local = self.values[a].add(value)
+        self.gcodes[a].append(len(self.attr_of))
+        self.attr_of.append(a)
+        return local
+
+    def fix_edges(self, a: int, edges: np.ndarray) -> None:
+        self.edges[a] = np.asarray(edges, np.float64)
+        for b in range(len(self.edges[a]) + 1):
+            self.add_value(a, b)
+
+    def global_codes(self, a: int, local: np.ndarray) -> np.ndarray:
+        table = np.array(self.gcodes[a] + [-1], np.int64)  # local -1 → -1
+        return table[local]
+
+    def encode(self, batch: Batch, learn: bool) -> np.ndarray:
+        """Codes (n, attributes) with -1 for missing, unseen (when not learning) or not yet binned."""
+        if learn:
+            self.check(batch)
+            for name, kind, col in self.columns(batch):
+                if _present(kind, col).any():
+                    self.add_attribute(name)
+        codes = np.full((batch.n, len(self.names)), -1, np.int64)
+        for name, kind, col in self.columns(batch):
+            a = self.names.get(name)
+            if a >= 0:
+                column = self.encode_column(a, kind, col, learn)
+                codes[:, a] = np.where(column >= 0, column, codes[:, a])
+        return codes
+
+    def encode_column(self, a: int, kind: str, col: np.ndarray, learn: bool) -> np.ndarray:
+        present = np.flatnonzero(_present(kind, col))
+        local = np.full(len(col), -1, np.int64)
+        if kind == NUM:
+            if self.edges[a] is not None:  # bin number → its local code (categories may come first)
+                bins = np.array([self.values[a].get(b) for b in range(len(self.edges[a]) + 1)], np.int64)
+                local[present] = bins[bin_codes(self.edges[a], col[present])]
+        elif learn:
+            local[present] = [self.add_value(a, v) for v in col[present].tolist()]
+        else:
+            local[present] = self.values[a].lookup(col[present].tolist())
+        return self.global_codes(a, local)
+
+    def code_of(self, a: int, value) -> int:
+        """Global code of one raw value (for replays); -1 if it has none (yet)."""
+        if isinstance(value, str):
+            local = self.values[a].get(value)
+            return self.gcodes[a][local] if local >= 0 else -1
+        if self.edges[a] is None:
+            return -1
+        return self.gcodes[a][self.values[a].get(int(bin_codes(self.edges[a], np.array([float(value)]))[0]))]
+
+    def canonical_order(self) -> tuple[list[int], np.ndarray]:
+        """Attributes sorted by name, and the global codes in that order (values by appearance)."""
+        attrs = sorted(range(len(self.names)), key=lambda a: str(self.names.values[a]))
+        order = [g for a in attrs for g in self.gcodes[a]]
+        return attrs, np.array(order, np.int64)
+
+    def memory_bytes(self) -> int:
+        return 8 * (len(self.attr_of) + sum(len(g) for g in self.gcodes))
+
+
+def _present(kind: str, col: np.ndarray) -> np.ndarray:
+    return ~np.isnan(col) if kind == NUM else col != None  # noqa: E711 (object array: elementwise)

@@ -1,0 +1,126 @@
+"""The semi-naive learners, on the naive Bayes skeleton (class index, decay, merge, state).
+
+>>> m = AODE()
+>>> m.learn_many([{"colour": "green", "root": "curled"}, {"colour": "dark", "root": "stiff"}],
+...              ["good", "bad"])
+>>> m.predict_one({"colour": "green", "root": "curled"})
+'good'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from streambayes.models.base import NaiveBayesBase
+from streambayes.models.seminaive.kdb import KDBTable
+from streambayes.models.seminaive.ode import AODETable
+from streambayes.models.seminaive.spode import SPODETable
+from streambayes.models.seminaive.tan import TANTable
+
+
+class _SemiNaive(NaiveBayesBase):
+    """Common constructor arguments; the estimators hold their own class × value statistics."""
+
+    use_prior = False  # every estimator carries P(c, ·) itself
+
+    def __init__(self, alpha: float = 1.0, m: float | None = None, *, bins: int = 5,
+                 warmup: int = 100, max_values: int = 1000, schema: Sequence[str] | None = None,
+                 edges: Mapping[str, Sequence[float]] | None = None, decay: float | None = None,
+                 prior_alpha: float = 0.0, class_prior: Mapping | None = None, n_features: int = 2**20,
+                 text_fields: Sequence[str] = ("text",), lowercase: bool = True,
+                 bigrams: bool = False) -> None:
+        self.alpha, self.m = alpha, m
+        self.bins, self.warmup, self.max_values = bins, warmup, max_values
+        self.schema = None if schema is None else sorted(schema)
+        self.edges = None if edges is None else {k: [float(e) for e in v] for k, v in edges.items()}
+        super().__init__(prior_alpha=prior_alpha, class_prior=class_prior, decay=decay,
+                         n_features=n_features, text_fields=text_fields, lowercase=lowercase,
+                         bigrams=bigrams)
+
+    def _table_args(self) -> dict:
+        return {"alpha": self.alpha, "m": self.m, "bins": self.bins, "warmup": self.warmup,
+                "max_values": self.max_values, "schema": self.schema, "edges": self.edges}
+
+
+class AODE(_SemiNaive):
+    """Averaged one-dependence estimators (Webb, Boughton & Wang 2005); ``min_count`` is m'."""
+
+    name = "aode"
+
+    def __init__(self, alpha: float = 1.0, m: float | None = None, min_count: float = 1.0,
+                 **kwargs) -> None:
+        self.min_count = min_count
+        super().__init__(alpha, m, **kwargs)
+
+    def _make_components(self) -> list:
+        return [AODETable(min_count=self.min_count, **self._table_args())]
+
+
+class SPODE(_SemiNaive):
+    """Super-parent one-dependence estimator; ``parent=None`` chooses it online (``select``)."""
+
+    name = "spode"
+
+    def __init__(self, alpha: float = 1.0, m: float | None = None, parent=None, select: str = "cmi",
+                 **kwargs) -> None:
+        self.parent, self.select = parent, select
+        super().__init__(alpha, m, **kwargs)
+
+    @property
+    def super_parent(self):
+        return self._components[0].super_parent()
+
+    def _make_components(self) -> list:
+        return [SPODETable(parent=self.parent, select=self.select, **self._table_args())]
+
+
+class TAN(_SemiNaive):
+    """Tree augmented naive Bayes (Friedman, Geiger & Goldszmidt 1997), its tree derived from
+    the counts: ``root`` is ``"mi"`` (largest I(x_i; y)) or an attribute's name; the tree is
+    re-derived once ``refit_every`` events were learned since the last time (1: always current).
+
+    >>> m = TAN()
+    >>> m.learn_many([{"a": "x", "b": "x", "c": "u"}, {"a": "y", "b": "y", "c": "u"},
+    ...               {"a": "x", "b": "x", "c": "v"}, {"a": "y", "b": "y", "c": "v"}], [0, 0, 1, 1])
+    >>> m.tree()  # b copies a given the class; c, independent of both, stays a root
+    [('a', 'b')]
+    """
+
+    name = "tan"
+
+    def __init__(self, alpha: float = 1.0, m: float | None = None, root="mi", refit_every: int = 1,
+                 **kwargs) -> None:
+        self.root, self.refit_every = root, refit_every
+        super().__init__(alpha, m, **kwargs)
+
+    def tree(self) -> list[tuple]:
+        """Directed edges ``(parent, child)`` of the tree in use (attribute names)."""
+        return self._components[0].tree()
+
+    def structure(self) -> dict:
+        """Each attribute's parents besides the class: ``{attribute: [parent]}``."""
+        return {child: list(ps) for child, ps in self._components[0].structure()}
+
+    def _make_components(self) -> list:
+        return [TANTable(root=self.root, refit_every=self.refit_every, **self._table_args())]
+
+
+class KDB(_SemiNaive):
+    """k-dependence Bayesian classifier (Sahami 1996), k = 1 or 2, its structure derived from
+    the counts like :class:`TAN`'s; with k = 2 the class × value³ table may use at most
+    ``max_bytes`` (else :class:`~streambayes.errors.ModelError`)."""
+
+    name = "kdb"
+
+    def __init__(self, alpha: float = 1.0, m: float | None = None, k: int = 1, refit_every: int = 1,
+                 max_bytes: int = 512 * 2**20, **kwargs) -> None:
+        self.k, self.refit_every, self.max_bytes = k, refit_every, max_bytes
+        super().__init__(alpha, m, **kwargs)
+
+    def structure(self) -> dict:
+        """Each attribute's parents besides the class, strongest first: ``{attribute: [parents]}``."""
+        return {child: list(ps) for child, ps in self._components[0].structure()}
+
+    def _make_components(self) -> list:
+        return [KDBTable(k=self.k, refit_every=self.refit_every, max_bytes=self.max_bytes,
+                         **self._table_args())]

@@ -1,0 +1,259 @@
+"""The component that owns the semi-naive statistics: attribute codes, class counts and the
+class × value × value table, learned online and merged exactly.
+
+Numeric attributes are binned once their first values, of total weight ``warmup`` (stream order;
+a weight-w event counts as w events), fix the edges.
+Until then each event carrying such an attribute is kept in that attribute's buffer; when the
+edges are fixed the buffer is replayed, adding every pair of the attribute with the values
+coded by then. So each pair of an event is counted exactly once, as soon as both of its values
+have codes, whatever the batch boundaries: learn_many == learn_one, and merging two shards gives
+the counts of the sequential stream (the edges too, while neither shard had fixed them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from streambayes.errors import ModelError
+from streambayes.features import Batch
+from streambayes.features.discretize import equal_frequency_edges
+from streambayes.models.seminaive.attributes import NUM, Attributes, _present
+from streambayes.stats import PairCounts
+
+
+class AttributeTable:
+    """Learned statistics shared by SPODE, AODE, TAN and kDB; subclasses add the likelihood."""
+
+    kind = "pairs"
+
+    def __init__(self, alpha: float = 1.0, bins: int = 5, warmup: int = 100, max_values: int = 1000,
+                 schema: list | None = None, edges: dict | None = None) -> None:
+        if warmup < 1 or bins < 2:
+            raise ModelError(f"need warmup >= 1 and bins >= 2, got warmup={warmup}, bins={bins}")
+        self.alpha, self.bins, self.warmup = alpha, bins, warmup
+        self.max_values, self.schema, self.edges = max_values, schema, edges
+        self.attrs = Attributes(schema, max_values, edges)
+        self.pairs = PairCounts()
+        self.class_counts = np.zeros(0)
+        self.buffers: dict[int, list] = {}  # numeric attribute without edges → [class, w, raw]
+        self.version = 0  # changes whenever the statistics do (keys derived caches)
+
+    def params(self) -> dict:
+        return {"alpha": self.alpha, "bins": self.bins, "warmup": self.warmup,
+                "max_values": self.max_values, "schema": self.schema, "edges": self.edges}
+
+    # -- learning ---------------------------------------------------------------------------
+    def check(self, batch: Batch) -> None:
+        self.attrs.check(batch)
+
+    def grow_classes(self, k: int) -> None:
+        self.class_counts = np.pad(self.class_counts, (0, k - len(self.class_counts)))
+        self.pairs.grow(k, self.attrs.n_codes)
+        self.version += 1
+
+    def learn(self, batch: Batch, rows: np.ndarray, w: np.ndarray, raw: np.ndarray | None = None) -> None:
+        """Count a batch; ``w`` are the stored (possibly decayed) weights, ``raw`` the events' own
+        weights, which measure the warm-up (so decay does not move it)."""
+        raw = w if raw is None else raw
+        codes = self.attrs.encode(batch, learn=True)
+        self.pairs.grow(len(self.class_counts), self.attrs.n_codes)
+        self.version += 1  # new codes: derived caches must cover them
+        self.before_learning(codes, rows, w)
+        np.add.at(self.class_counts, rows, w)
+        warm = {self.attrs.names.get(name): col for name, col in batch.numeric.items()
+                if (~np.isnan(col)).any() and self.attrs.edges[self.attrs.names.get(name)] is None}
+        if warm:
+            self._learn_through_warmup(batch, rows, w, raw, codes, warm)
+        else:
+            self.add_events(rows, codes, w)
+        self.version += 1
+
+    def before_learning(self, codes: np.ndarray, rows: np.ndarray, w: np.ndarray) -> None:
+        """Hook: called with the batch's codes before its counts are added (prequential scores)."""
+
+    def add_events(self, rows: np.ndarray, codes: np.ndarray, w: np.ndarray) -> None:
+        """Count the events' coded values (hook: a subclass counts more than the pairs)."""
+        self.pairs.add(rows, codes, w)
+
+    def add_replayed(self, c: int, code: int, others: np.ndarray, w: float) -> None:
+        """Count a replayed event's newly coded value ``code`` with its ``others`` (hook)."""
+        self.pairs.add_pairs(c, code, others, w)
+
+    def _learn_through_warmup(self, batch, rows, w, raw, codes, warm: dict) -> None:
+        """Add the batch in segments that end where an attribute's warm-up completes."""
+        start, n = 0, batch.n
+        while start < n:
+            cut, fixing = n - 1, []
+            for a, col in warm.items():
+                present = np.flatnonzero(~np.isnan(col[start:])) + start
+                need = self.warmup - sum(r[2] for r in self.buffers.get(a, []))
+                reach = np.searchsorted(np.cumsum(raw[present]), need, side="left")
+                if reach < len(present):  # the event whose weight completes the warm-up
+                    t = int(present[reach])
+                    cut, fixing = (t, [a]) if t < cut else (cut, fixing + [a] * (t == cut))
+            seg = slice(start, cut + 1)
+            self.add_events(rows[seg], codes[seg], w[seg])
+            self._buffer(batch, rows, w, raw, seg, warm)
+            for a in sorted(fixing):
+                self._fix(a)
+                binned = self.attrs.encode_column(a, NUM, warm.pop(a)[cut + 1:], learn=True)
+                codes[cut + 1:, a] = np.where(binned >= 0, binned, codes[cut + 1:, a])
+            start = cut + 1
+
+    def _buffer(self, batch: Batch, rows, w, raw_w, seg: slice, warm: dict) -> None:
+        cols = [(name, col, _present(kind, col)) for name, kind, col in self.attrs.columns(batch)]
+        for i in range(seg.start, seg.stop):
+            holders = [a for a, col in warm.items() if not np.isnan(col[i])]
+            if holders:
+                raw = [[name, _plain(col[i])] for name, col, present in cols if present[i]]
+                for a in holders:
+                    _append(self.buffers.setdefault(a, []), [int(rows[i]), float(w[i]), float(raw_w[i]), raw])
+
+    def _fix(self, a: int) -> None:
+        """Fix attribute ``a``'s edges from the buffered values up to the one that completed the
+        warm-up (stream order, weighted), then replay the whole buffer."""
+        records = self.buffers.pop(a, [])
+        name = self.attrs.names.values[a]
+        weights = np.array([r[2] for r in records])
+        upto = int(np.searchsorted(np.cumsum(weights), self.warmup, side="left")) + 1
+        values = np.array([dict(raw)[name] for *_, raw in records[:upto]], np.float64)
+        self._adopt(a, equal_frequency_edges(values, self.bins, weights[:upto]), records)
+
+    def _adopt(self, a: int, edges: np.ndarray, records: list) -> None:
+        self.attrs.fix_edges(a, edges)
+        self.pairs.grow(len(self.class_counts), self.attrs.n_codes)
+        for record in records:
+            self._replay(a, record)
+
+    def _replay(self, a: int, record: list) -> None:
+        """Count the pairs of buffered event ``record`` that involve attribute ``a``."""
+        c, w, _, raw = record
+        name = self.attrs.names.values[a]
+        code, others = -1, []
+        for field, value in raw:
+            b = self.attrs.names.get(field)
+            g = self.attrs.code_of(b, value) if b >= 0 else -1
+            if field == name:
+                code = g
+            elif g >= 0:
+                others.append(g)
+        if code >= 0:
+            self.add_replayed(c, code, np.array(others, np.int64), w)
+
+    def scale(self, factor: float) -> None:
+        self.pairs.scale(factor)
+        self.class_counts *= factor
+        for records in self.buffers.values():
+            for r in records:
+                r[1] *= factor
+        self.version += 1
+
+    # -- merge --------------------------------------------------------------------------------
+    def merge(self, other: AttributeTable, class_map: np.ndarray, factor: float) -> None:
+        code_map = np.full(other.attrs.n_codes, -1, np.int64)
+        pending = []
+        for ob, name in enumerate(other.attrs.names.values):
+            a = self._merge_attribute(other, ob, name, code_map)
+            if ob in other.buffers:
+                pending.append((a, [[int(class_map[c]), w * factor, rw, raw]
+                                    for c, w, rw, raw in other.buffers[ob]]))
+        self.merge_counts(other, class_map, code_map, factor)
+        np.add.at(self.class_counts, class_map, other.class_counts * factor)
+        for a, records in pending:
+            if self.attrs.edges[a] is not None:
+                for record in records:
+                    self._replay(a, record)
+            else:
+                for record in records:
+                    _append(self.buffers.setdefault(a, []), record)
+                if sum(r[2] for r in self.buffers[a]) >= self.warmup:
+                    self._fix(a)
+        self.merge_extra(other, class_map, factor)
+        self.version += 1
+
+    def merge_counts(self, other: AttributeTable, class_map: np.ndarray, code_map: np.ndarray,
+                     factor: float) -> None:
+        """Add ``other``'s counts: its class ``i`` is our ``class_map[i]``, its code ``g`` ours
+        ``code_map[g]`` (-1: dropped). Hook: a subclass merges its other count tables here."""
+        keep = np.flatnonzero(code_map >= 0)
+        self.pairs.grow(len(self.class_counts), self.attrs.n_codes)
+        counts = other.pairs.view()[:, keep][:, :, keep]
+        self.pairs.merge(counts, class_map, code_map[keep], factor)
+
+    def merge_extra(self, other: AttributeTable, class_map: np.ndarray, factor: float) -> None:
+        """Hook for statistics a subclass keeps besides the counts."""
+
+    def _merge_attribute(self, other: AttributeTable, ob: int, name, code_map: np.ndarray) -> int:
+        mine = self.attrs
+        a = mine.add_attribute(name)
+        theirs = other.attrs.edges[ob]
+        if theirs is not None:
+            if mine.edges[a] is None:  # their edges win; our buffer is binned with them
+                self._adopt(a, theirs, self.buffers.pop(a, []))
+            elif not np.array_equal(mine.edges[a], theirs):
+                raise ModelError(f"cannot merge: attribute {name!r} has other bin edges "
+                                 f"({mine.edges[a].tolist()} vs {theirs.tolist()})")
+        for local, value in enumerate(other.attrs.values[ob].values):
+            mine_local = mine.add_value(a, value)
+            if mine_local >= 0:
+                code_map[other.attrs.gcodes[ob][local]] = mine.gcodes[a][mine_local]
+        return a
+
+    # -- state ----------------------------------------------------------------------------------
+    def to_state(self) -> dict:
+        attrs, order = self.attrs.canonical_order()
+        a = self.attrs
+        return {
+            "params": self.params(),
+            "class_counts": self.class_counts.copy(),
+            "attributes": [{"name": a.names.values[i], "values": list(a.values[i].values),
+                            "edges": None if a.edges[i] is None else a.edges[i].copy()} for i in attrs],
+            "counts": self.pairs.permuted(order),
+            "buffers": [[a.names.values[i], [list(r) for r in self.buffers[i]]]
+                        for i in attrs if i in self.buffers],
+            "dropped": a.dropped,
+            **self.extra_state(attrs),
+        }
+
+    def extra_state(self, attrs: list[int]) -> dict:
+        return {}
+
+    @classmethod
+    def from_state(cls, state: dict):
+        t = cls(**state["params"])
+        t.class_counts = np.array(state["class_counts"], np.float64)
+        for entry in state["attributes"]:
+            a = t.attrs.add_attribute(entry["name"])
+            for value in entry["values"]:  # categories and bin numbers, in their local order
+                t.attrs.add_value(a, value)
+            if entry["edges"] is not None:
+                t.attrs.edges[a] = np.array(entry["edges"], np.float64)
+        t.attrs.dropped = int(state["dropped"])
+        t.pairs = PairCounts.from_array(np.array(state["counts"], np.float64).reshape(
+            len(t.class_counts), t.attrs.n_codes, t.attrs.n_codes))
+        t.buffers = {t.attrs.names.get(name): [[int(c), float(w), float(rw), [list(p) for p in raw]]
+                                               for c, w, rw, raw in records]
+                     for name, records in state["buffers"]}
+        t.load_extra(state)
+        return t
+
+    def load_extra(self, state: dict) -> None:
+        """Hook: restore what :meth:`extra_state` saved."""
+
+    def memory_bytes(self) -> int:
+        return self.pairs.memory_bytes() + self.attrs.memory_bytes() + self.class_counts.nbytes
+
+
+def _append(buffer: list, record: list) -> None:
+    """Append a buffered event; the same event again right after it just adds its weight, so a
+    weight-2 event and the event twice leave the same buffer."""
+    if buffer and buffer[-1][0] == record[0] and buffer[-1][3] == record[3]:
+        buffer[-1][1] += record[1]
+        buffer[-1][2] += record[2]
+    else:
+        buffer.append(record)
+
+
+def _plain(value):
+    """A JSON-able Python scalar from a column cell."""
+    return value.item() if isinstance(value, np.generic) else value
