@@ -58,6 +58,31 @@ def load_sms_spam() -> tuple[list[str], list[str]]:
     return texts, labels
 
 
+def load_uci(name: str) -> tuple[list[dict], list[str]]:
+    """A UCI categorical set ``uci/<name>.csv`` as (xs, ys), in file order.
+
+    Each ``x`` maps every attribute (all columns but ``class``) to its nominal string value,
+    or None where the field is empty (missing); ``y`` is the ``class`` column.
+    """
+    import csv
+
+    path = data_path("uci", f"{name}.csv")
+    with path.open(encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(fh)
+        header = reader.fieldnames or []
+        if not header or header[-1] != "class":
+            raise ValueError(f"{path}: expected a header row ending in 'class', got {header}")
+        attributes = header[:-1]
+        xs: list[dict] = []
+        ys: list[str] = []
+        for row in reader:
+            if not row["class"]:
+                raise ValueError(f"{path}:{reader.line_num}: the class is missing")
+            xs.append({a: row[a] or None for a in attributes})
+            ys.append(row["class"])
+    return xs, ys
+
+
 # -- memory ---------------------------------------------------------------------------------
 def _proc_status_kib(field: str) -> int | None:
     try:
