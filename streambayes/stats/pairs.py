@@ -21,7 +21,8 @@ import numpy as np
 class PairCounts:
     """A growable dense (classes, codes, codes) table of weighted co-occurrence counts."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: int = 512 * 2**20) -> None:
+        self.max_bytes = max_bytes
         self.n_classes = 0
         self.n_codes = 0
         self._table = np.zeros((0, 0, 0))
@@ -34,7 +35,8 @@ class PairCounts:
         k, g = self._table.shape[0], self._table.shape[1]
         if n_classes > k or n_codes > g:
             new_k = max(n_classes, k)
-            new_g = g if n_codes <= g else max(n_codes, 2 * g, 8)
+            fits = int((self.max_bytes / (max(new_k, 1) * 8)) ** 0.5)  # doubling stops at max_bytes
+            new_g = g if n_codes <= g else max(n_codes, min(max(2 * g, 8), fits))
             table = np.zeros((new_k, new_g, new_g))
             table[:k, :g, :g] = self._table
             self._table = table
@@ -72,9 +74,13 @@ class PairCounts:
         """A copy of the counts with codes renumbered: new code ``i`` is old code ``order[i]``."""
         return self.view()[:, order][:, :, order].copy()
 
+    @staticmethod
+    def bytes_needed(n_classes: int, n_codes: int) -> int:
+        return n_classes * n_codes**2 * 8
+
     @classmethod
-    def from_array(cls, table: np.ndarray) -> PairCounts:
-        t = cls()
+    def from_array(cls, table: np.ndarray, max_bytes: int = 512 * 2**20) -> PairCounts:
+        t = cls(max_bytes)
         t.grow(table.shape[0], table.shape[1])
         t._table[: table.shape[0], : table.shape[1], : table.shape[1]] = table
         return t

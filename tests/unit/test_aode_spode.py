@@ -170,3 +170,17 @@ def test_a_refused_batch_changes_nothing(name):
     with pytest.raises(FeatureError):
         m.learn_many([{"colour": "blue", "text": "new words"}, bad], ["a", "brand-new-label"])
     assert m.classes == ["a"] and repr(m.to_state()) == repr(before)
+
+
+def test_high_cardinality_is_bounded():
+    from streambayes.errors import FeatureError
+
+    m = AODE(max_values=50, max_bytes=2**20)
+    m.learn_many([{"id": f"u{i}", "kind": "k"} for i in range(200)], ["a", "b"] * 100)
+    table = m._components[0]
+    assert len(table.attrs.values[table.attrs.names.get("id")]) == 50 and table.attrs.dropped == 150
+    assert m.memory_bytes() < 2**20
+    before = repr(m.to_state())
+    with pytest.raises(FeatureError, match="max_bytes"):  # 40 attributes × 50 values would not fit
+        m.learn_many([{f"f{j}": f"v{i}" for j in range(40)} for i in range(50)], ["a"] * 50)
+    assert repr(m.to_state()) == before

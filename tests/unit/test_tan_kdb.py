@@ -11,7 +11,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from streambayes.errors import ModelError
+from streambayes.errors import FeatureError, ModelError
 from streambayes.models import KDB, TAN, CategoricalNB, model_from_state
 from streambayes.stats.triples import TripleCounts
 
@@ -262,12 +262,12 @@ def test_kdb2_memory_guard():
     m.learn_many([{"a": "x", "b": "y"}], ["c"])
     before = m.to_state()
     many = [{"a": f"x{i}", "b": f"y{i}"} for i in range(40)]
-    with pytest.raises(ModelError, match="max_bytes=65,536"):
+    with pytest.raises(FeatureError, match="max_bytes=65,536"):  # data-caused: dead-lettered
         m.learn_many(many, ["c"] * 40)
     assert repr(m.to_state()) == repr(before)  # refused before anything changed
     m.learn_many(many[:5], ["d"] * 5)  # 12 values, 2 classes: 27,648 bytes fit
     assert m._components[0].triples.memory_bytes() <= 2**16 and m.classes == ["c", "d"]
-    with pytest.raises(ModelError, match="max_bytes"):
+    with pytest.raises(FeatureError, match="max_bytes"):
         KDB(k=2, max_bytes=2**10).learn_many(many, ["c"] * 40)
 
 

@@ -17,8 +17,6 @@ from __future__ import annotations
 import numpy as np
 
 from streambayes.errors import ModelError
-from streambayes.features import Batch
-from streambayes.models.seminaive.attributes import NUM, _present
 from streambayes.models.seminaive.ode import Derived
 from streambayes.models.seminaive.structure import kdb_parents
 from streambayes.models.seminaive.tan import DependenceTable
@@ -29,16 +27,16 @@ class KDBTable(DependenceTable):
     kind = "kdb"
 
     def __init__(self, alpha: float = 1.0, m: float | None = None, k: int = 1, refit_every: int = 1,
-                 max_bytes: int = 512 * 2**20, **table_args) -> None:
+                 **table_args) -> None:
         if k not in (1, 2):
             raise ModelError(f"kDB supports k = 1 or 2, got k={k!r}")
         super().__init__(alpha, m, refit_every, **table_args)
-        self.k, self.max_bytes = k, max_bytes
-        self.triples = TripleCounts(max_bytes) if k == 2 else None
+        self.k = k
+        self.triples = TripleCounts(self.max_bytes) if k == 2 else None
         self._derived3: tuple | None = None
 
     def params(self) -> dict:
-        return {**super().params(), "k": self.k, "max_bytes": self.max_bytes}
+        return {**super().params(), "k": self.k}
 
     def choose_parents(self, mi: np.ndarray, cmi: np.ndarray, names: list) -> list[list[int]]:
         return kdb_parents(mi, cmi, self.k)
@@ -49,26 +47,9 @@ class KDBTable(DependenceTable):
         if self.triples is not None:
             self.triples.grow(k, self.attrs.n_codes)
 
-    def check(self, batch: Batch) -> None:
-        """Refuse the batch (before any change) if the triple table could outgrow ``max_bytes``."""
-        super().check(batch)
-        if self.triples is not None:
-            self.triples.check(max(len(self.class_counts), 1), self._codes_after(batch))
-
-    def _codes_after(self, batch: Batch) -> int:
-        """An upper bound on the number of codes once ``batch`` is learned: its new categorical
-        values (as far as ``max_values`` allows), and the bins of its numeric attributes in warm-up."""
-        a, n = self.attrs, self.attrs.n_codes
-        for name, kind, col in a.columns(batch):
-            i = a.names.get(name)
-            if kind == NUM:
-                if i < 0 or a.edges[i] is None:
-                    n += max(self.bins, len(a.given_edges.get(name, ())) + 1)
-                continue
-            distinct = set(col[_present(kind, col)].tolist())
-            new = [v for v in distinct if i < 0 or a.values[i].get(v) < 0]
-            n += min(len(new), a.max_values - (len(a.values[i]) if i >= 0 else 0))
-        return n
+    def bytes_needed(self, n_classes: int, n_codes: int) -> int:
+        extra = n_classes * n_codes**3 * 8 if self.triples is not None else 0
+        return super().bytes_needed(n_classes, n_codes) + extra
 
     def add_events(self, rows: np.ndarray, codes: np.ndarray, w: np.ndarray) -> None:
         super().add_events(rows, codes, w)

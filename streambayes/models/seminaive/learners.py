@@ -25,12 +25,13 @@ class _SemiNaive(NaiveBayesBase):
 
     def __init__(self, alpha: float = 1.0, m: float | None = None, *, bins: int = 5,
                  warmup: int = 100, max_values: int = 1000, schema: Sequence[str] | None = None,
-                 edges: Mapping[str, Sequence[float]] | None = None, decay: float | None = None,
+                 edges: Mapping[str, Sequence[float]] | None = None, max_bytes: int = 512 * 2**20,
+                 decay: float | None = None,
                  prior_alpha: float = 0.0, class_prior: Mapping | None = None, n_features: int = 2**20,
                  text_fields: Sequence[str] = ("text",), lowercase: bool = True,
                  bigrams: bool = False) -> None:
         self.alpha, self.m = alpha, m
-        self.bins, self.warmup, self.max_values = bins, warmup, max_values
+        self.bins, self.warmup, self.max_values, self.max_bytes = bins, warmup, max_values, max_bytes
         self.schema = None if schema is None else sorted(schema)
         self.edges = None if edges is None else {k: [float(e) for e in v] for k, v in edges.items()}
         super().__init__(prior_alpha=prior_alpha, class_prior=class_prior, decay=decay,
@@ -39,7 +40,8 @@ class _SemiNaive(NaiveBayesBase):
 
     def _table_args(self) -> dict:
         return {"alpha": self.alpha, "m": self.m, "bins": self.bins, "warmup": self.warmup,
-                "max_values": self.max_values, "schema": self.schema, "edges": self.edges}
+                "max_values": self.max_values, "schema": self.schema, "edges": self.edges,
+                "max_bytes": self.max_bytes}
 
 
 class AODE(_SemiNaive):
@@ -107,14 +109,14 @@ class TAN(_SemiNaive):
 
 class KDB(_SemiNaive):
     """k-dependence Bayesian classifier (Sahami 1996), k = 1 or 2, its structure derived from
-    the counts like :class:`TAN`'s; with k = 2 the class × value³ table may use at most
-    ``max_bytes`` (else :class:`~streambayes.errors.ModelError`)."""
+    the counts like :class:`TAN`'s; with k = 2 the class × value³ table counts against
+    ``max_bytes`` too."""
 
     name = "kdb"
 
     def __init__(self, alpha: float = 1.0, m: float | None = None, k: int = 1, refit_every: int = 1,
-                 max_bytes: int = 512 * 2**20, **kwargs) -> None:
-        self.k, self.refit_every, self.max_bytes = k, refit_every, max_bytes
+                 **kwargs) -> None:
+        self.k, self.refit_every = k, refit_every
         super().__init__(alpha, m, **kwargs)
 
     def structure(self) -> dict:
@@ -122,5 +124,4 @@ class KDB(_SemiNaive):
         return {child: list(ps) for child, ps in self._components[0].structure()}
 
     def _make_components(self) -> list:
-        return [KDBTable(k=self.k, refit_every=self.refit_every, max_bytes=self.max_bytes,
-                         **self._table_args())]
+        return [KDBTable(k=self.k, refit_every=self.refit_every, **self._table_args())]

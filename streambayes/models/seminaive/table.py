@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streambayes.errors import ModelError
+from streambayes.errors import FeatureError, ModelError
 from streambayes.features import Batch
 from streambayes.features.discretize import equal_frequency_edges
 from streambayes.models.seminaive.attributes import NUM, Attributes, _present
@@ -27,24 +27,53 @@ class AttributeTable:
     kind = "pairs"
 
     def __init__(self, alpha: float = 1.0, bins: int = 5, warmup: int = 100, max_values: int = 1000,
-                 schema: list | None = None, edges: dict | None = None) -> None:
+                 schema: list | None = None, edges: dict | None = None,
+                 max_bytes: int = 512 * 2**20) -> None:
         if warmup < 1 or bins < 2:
             raise ModelError(f"need warmup >= 1 and bins >= 2, got warmup={warmup}, bins={bins}")
         self.alpha, self.bins, self.warmup = alpha, bins, warmup
-        self.max_values, self.schema, self.edges = max_values, schema, edges
+        self.max_values, self.schema, self.edges, self.max_bytes = max_values, schema, edges, max_bytes
         self.attrs = Attributes(schema, max_values, edges)
-        self.pairs = PairCounts()
+        self.pairs = PairCounts(max_bytes)
         self.class_counts = np.zeros(0)
         self.buffers: dict[int, list] = {}  # numeric attribute without edges → [class, w, raw]
         self.version = 0  # changes whenever the statistics do (keys derived caches)
 
     def params(self) -> dict:
         return {"alpha": self.alpha, "bins": self.bins, "warmup": self.warmup,
-                "max_values": self.max_values, "schema": self.schema, "edges": self.edges}
+                "max_values": self.max_values, "schema": self.schema, "edges": self.edges,
+                "max_bytes": self.max_bytes}
 
     # -- learning ---------------------------------------------------------------------------
     def check(self, batch: Batch) -> None:
+        """Refuse (before any change) a batch with unknown attributes, or whose new values could
+        make the count tables outgrow ``max_bytes``."""
         self.attrs.check(batch)
+        k, n = max(len(self.class_counts), 1), self._codes_after(batch)
+        need = self.bytes_needed(k, n)
+        if need > self.max_bytes:
+            raise FeatureError(f"the batch's new attribute values would need {need:,} bytes of counts "
+                               f"({k} classes, {n} attribute values), over max_bytes={self.max_bytes:,}; "
+                               f"lower max_values or bins, or raise max_bytes")
+
+    def bytes_needed(self, n_classes: int, n_codes: int) -> int:
+        """Bytes of the count tables for that many classes and codes (hook: more tables)."""
+        return self.pairs.bytes_needed(n_classes, n_codes)
+
+    def _codes_after(self, batch: Batch) -> int:
+        """An upper bound on the number of codes once ``batch`` is learned: its new categories
+        (as far as ``max_values`` allows), and the bins of its attributes still in warm-up."""
+        a, n = self.attrs, self.attrs.n_codes
+        for name, kind, col in a.columns(batch):
+            i = a.names.get(name)
+            if kind == NUM:
+                if i < 0 or a.edges[i] is None:
+                    n += max(self.bins, len(a.given_edges.get(name, ())) + 1)
+                continue
+            distinct = set(col[_present(kind, col)].tolist())
+            new = [v for v in distinct if i < 0 or a.values[i].get(v) < 0]
+            n += min(len(new), a.max_values - (len(a.values[i]) if i >= 0 else 0))
+        return n
 
     def grow_classes(self, k: int) -> None:
         self.class_counts = np.pad(self.class_counts, (0, k - len(self.class_counts)))
@@ -230,7 +259,7 @@ class AttributeTable:
                 t.attrs.edges[a] = np.array(entry["edges"], np.float64)
         t.attrs.dropped = int(state["dropped"])
         t.pairs = PairCounts.from_array(np.array(state["counts"], np.float64).reshape(
-            len(t.class_counts), t.attrs.n_codes, t.attrs.n_codes))
+            len(t.class_counts), t.attrs.n_codes, t.attrs.n_codes), t.max_bytes)
         t.buffers = {t.attrs.names.get(name): [[int(c), float(w), float(rw), [list(p) for p in raw]]
                                                for c, w, rw, raw in records]
                      for name, records in state["buffers"]}
