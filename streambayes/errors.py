@@ -30,3 +30,8 @@ class UsageError(StreambayesError):
 
 class DataUnavailable(StreambayesError):
     """A data set cannot be found locally nor fetched (offline, no network, bad archive)."""
+
+
+class NetworkError(StreambayesError, ValueError):
+    """A Bayesian network is malformed (cycle, unknown variable or state, bad BIF text at a line),
+    or a query cannot be answered (evidence of probability zero)."""
