@@ -101,11 +101,12 @@ class NaiveBayesBase:
         if len(y) != batch.n:
             raise ModelError(f"learn_many got {batch.n} events but {len(y)} labels")
         weights = _weights(w, batch.n)
-        for comp in self._components:  # refuse a bad batch before anything changes
-            comp.check(batch)
         y = y if isinstance(y, list) else list(y)
         if None in y:
             raise ModelError("learn_many: a label is missing (None)")
+        n_classes = len(self._classes) + sum(label not in self._classes for label in set(y))
+        for comp in self._components:  # refuse a bad batch before anything changes
+            comp.check(batch, n_classes)
         rows = self._classes.codes(y)
         self._grow_classes()
         if self._forget.due(batch.n):

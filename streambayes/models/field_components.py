@@ -42,7 +42,7 @@ class Categorical:
             self.tables.append(np.zeros((self.n_classes, 0)))
         return i
 
-    def check(self, batch: Batch) -> None:
+    def check(self, batch: Batch, n_classes: int | None = None) -> None:
         """Every value is a category: nothing to refuse."""
 
     def grow_classes(self, k: int) -> None:
@@ -143,7 +143,7 @@ class Gaussian:
     def params(self) -> dict:
         return {"variance": self.variance, "var_smoothing": self.var_smoothing}
 
-    def check(self, batch: Batch) -> None:
+    def check(self, batch: Batch, n_classes: int | None = None) -> None:
         """The featurizer already refused non-finite numbers."""
 
     def grow_classes(self, k: int) -> None:

@@ -42,7 +42,7 @@ class TokenTable:
     def entries(self, batch: Batch) -> SparseRows:
         return fold_fields(batch, self.hasher) if self.fold else batch.tokens
 
-    def check(self, batch: Batch) -> None:
+    def check(self, batch: Batch, n_classes: int | None = None) -> None:
         """Raise FeatureError for a batch this table cannot learn (negative counts)."""
         if self.fold and (batch.numeric or batch.categorical):
             self.entries(batch)

@@ -73,17 +73,21 @@ class Attributes:
         return a
 
     def add_value(self, a: int, value) -> int:
-        """Local code of ``value`` for attribute ``a``, adding it (and a global code); -1 if full."""
+        """Local code of ``value`` for attribute ``a``, adding it (and a global code); -1 if the
+        attribute already has ``max_values`` categories (bins, bounded by ``bins``, always fit)."""
         local = self.values[a].get(value)
         if local >= 0:
             return local
-        if len(self.values[a]) >= self.max_values:
+        if isinstance(value, str) and self.n_categories(a) >= self.max_values:
             self.dropped += 1
             return -1
         local = self.values[a].add(value)
         self.gcodes[a].append(len(self.attr_of))
         self.attr_of.append(a)
         return local
+
+    def n_categories(self, a: int) -> int:
+        return sum(isinstance(v, str) for v in self.values[a].values)
 
     def fix_edges(self, a: int, edges: np.ndarray) -> None:
         self.edges[a] = np.asarray(edges, np.float64)
@@ -101,6 +105,8 @@ class Attributes:
             for name, kind, col in self.columns(batch):
                 if _present(kind, col).any():
                     self.add_attribute(name)
+        else:
+            self.check(batch)  # the same fields are refused when predicting as when learning
         codes = np.full((batch.n, len(self.names)), -1, np.int64)
         for name, kind, col in self.columns(batch):
             a = self.names.get(name)
@@ -129,13 +135,26 @@ class Attributes:
             return self.gcodes[a][local] if local >= 0 else -1
         if self.edges[a] is None:
             return -1
-        return self.gcodes[a][self.values[a].get(int(bin_codes(self.edges[a], np.array([float(value)]))[0]))]
+        local = self.values[a].get(int(bin_codes(self.edges[a], np.array([float(value)]))[0]))
+        return self.gcodes[a][local] if local >= 0 else -1
 
     def canonical_order(self) -> tuple[list[int], np.ndarray]:
         """Attributes sorted by name, and the global codes in that order (values by appearance)."""
         attrs = sorted(range(len(self.names)), key=lambda a: str(self.names.values[a]))
-        order = [g for a in attrs for g in self.gcodes[a]]
+        order = [g for a in attrs for g in self._canonical_codes(a)]
         return attrs, np.array(order, np.int64)
+
+    def _canonical_codes(self, a: int) -> list[int]:
+        """Attribute ``a``'s global codes: bins in bin order, then categories by first appearance
+        (bins are added when the warm-up ends, which batch boundaries must not change)."""
+        values = self.values[a].values
+        bins = sorted((v, g) for v, g in zip(values, self.gcodes[a], strict=True) if not isinstance(v, str))
+        return [g for _, g in bins] + [g for v, g in zip(values, self.gcodes[a], strict=True)
+                                       if isinstance(v, str)]
+
+    def canonical_values(self, a: int) -> list:
+        local = {g: v for v, g in zip(self.values[a].values, self.gcodes[a], strict=True)}
+        return [local[g] for g in self._canonical_codes(a)]
 
     def memory_bytes(self) -> int:
         return 8 * (len(self.attr_of) + sum(len(g) for g in self.gcodes))

@@ -10,6 +10,13 @@ from __future__ import annotations
 import numpy as np
 
 
+def _sum_by_attribute(values: np.ndarray, attr_of: np.ndarray, n_attrs: int) -> np.ndarray:
+    """(codes, codes) → (attributes, attributes) sums, by index (no 0·NaN products)."""
+    out = np.zeros((n_attrs, n_attrs))
+    np.add.at(out, (attr_of[:, None], attr_of[None, :]), values)
+    return out
+
+
 def onehot(attr_of: np.ndarray, n_attrs: int) -> np.ndarray:
     """(codes, attributes) indicator of each global code's attribute."""
     out = np.zeros((len(attr_of), n_attrs))
@@ -17,18 +24,26 @@ def onehot(attr_of: np.ndarray, n_attrs: int) -> np.ndarray:
     return out
 
 
+def _log(x: np.ndarray, where: np.ndarray) -> np.ndarray:
+    return np.log(np.where(where, x, 1.0))
+
+
 def conditional_mutual_information(table: np.ndarray, attr_of: np.ndarray, n_attrs: int) -> np.ndarray:
-    """(attributes, attributes) matrix of I(x_i; x_j | y); the diagonal is 0."""
+    """(attributes, attributes) matrix of I(x_i; x_j | y); the diagonal is 0.
+
+    Logs are taken of positive counts only (decayed counts may be subnormal), as
+    ``log n + log n_c,i,j − log n_c,g,j − log n_c,i,h``."""
     h = onehot(attr_of, n_attrs)
     known = table @ h  # [c, g, j]: events of class c with value g and attribute j known
     block = np.einsum("gi,cgj->cij", h, known)  # [c, i, j]: events of class c with i and j known
     total = block.sum(axis=0)  # [i, j]
     a = attr_of
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = (table * block[:, a][:, :, a]) / (known[:, :, a] * np.swapaxes(known, 1, 2)[:, a, :])
-        terms = np.where(table > 0, table * np.log(ratio), 0.0).sum(axis=0)  # [g, g']
-        cmi = (h.T @ terms @ h) / total
-    cmi = np.where(total > 0, cmi, 0.0)
+    pos = table > 0
+    log_ratio = (_log(table, pos) + _log(block[:, a][:, :, a], pos)
+                 - _log(known[:, :, a], pos) - _log(np.swapaxes(known, 1, 2)[:, a, :], pos))
+    terms = np.where(pos, table * log_ratio, 0.0).sum(axis=0)  # [g, g']
+    sums = _sum_by_attribute(terms, a, n_attrs)
+    cmi = np.where(total > 0, sums / np.where(total > 0, total, 1.0), 0.0)
     np.fill_diagonal(cmi, 0.0)
     return np.maximum(cmi, 0.0)
 
@@ -41,8 +56,10 @@ def class_mutual_information(table: np.ndarray, attr_of: np.ndarray, n_attrs: in
     per_value = single.sum(axis=0)  # [g]
     total = per_class.sum(axis=0)  # [i]
     a = attr_of
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = single * total[a] / (per_class[:, a] * per_value)
-        terms = np.where(single > 0, single * np.log(ratio), 0.0).sum(axis=0)  # [g]
-        mi = (terms @ h) / total
-    return np.maximum(np.where(total > 0, mi, 0.0), 0.0)
+    pos = single > 0
+    log_ratio = (_log(single, pos) + _log(np.broadcast_to(total[a], single.shape), pos)
+                 - _log(per_class[:, a], pos) - _log(np.broadcast_to(per_value, single.shape), pos))
+    terms = np.where(pos, single * log_ratio, 0.0).sum(axis=0)  # [g]
+    mi = np.zeros(n_attrs)
+    np.add.at(mi, a, terms)
+    return np.maximum(np.where(total > 0, mi / np.where(total > 0, total, 1.0), 0.0), 0.0)

@@ -45,11 +45,12 @@ class AttributeTable:
                 "max_bytes": self.max_bytes}
 
     # -- learning ---------------------------------------------------------------------------
-    def check(self, batch: Batch) -> None:
-        """Refuse (before any change) a batch with unknown attributes, or whose new values could
-        make the count tables outgrow ``max_bytes``."""
+    def check(self, batch: Batch, n_classes: int | None = None) -> None:
+        """Refuse (before any change) a batch with unknown attributes, or whose new values or new
+        classes (``n_classes`` after it) could make the count tables outgrow ``max_bytes``."""
         self.attrs.check(batch)
-        k, n = max(len(self.class_counts), 1), self._codes_after(batch)
+        k = max(n_classes or 0, len(self.class_counts), 1)
+        n = self._codes_after(batch)
         need = self.bytes_needed(k, n)
         if need > self.max_bytes:
             raise FeatureError(f"the batch's new attribute values would need {need:,} bytes of counts "
@@ -146,7 +147,9 @@ class AttributeTable:
         weights = np.array([r[2] for r in records])
         upto = int(np.searchsorted(np.cumsum(weights), self.warmup, side="left")) + 1
         values = np.array([dict(raw)[name] for *_, raw in records[:upto]], np.float64)
-        self._adopt(a, equal_frequency_edges(values, self.bins, weights[:upto]), records)
+        used = weights[:upto].copy()  # the completing event counts only for what was still needed,
+        used[-1] = max(self.warmup - used[:-1].sum(), 0.0)  # so weight 2 == the event twice
+        self._adopt(a, equal_frequency_edges(values, self.bins, used), records)
 
     def _adopt(self, a: int, edges: np.ndarray, records: list) -> None:
         self.attrs.fix_edges(a, edges)
@@ -154,14 +157,15 @@ class AttributeTable:
         for record in records:
             self._replay(a, record)
 
-    def _replay(self, a: int, record: list) -> None:
-        """Count the pairs of buffered event ``record`` that involve attribute ``a``."""
+    def _replay(self, a: int, record: list, skip: frozenset = frozenset()) -> None:
+        """Count the pairs of buffered event ``record`` that involve attribute ``a`` (not those
+        with the attributes in ``skip``, whose own replay will count them)."""
         c, w, _, raw = record
         name = self.attrs.names.values[a]
         code, others = -1, []
         for field, value in raw:
             b = self.attrs.names.get(field)
-            g = self.attrs.code_of(b, value) if b >= 0 else -1
+            g = self.attrs.code_of(b, value) if b >= 0 and b not in skip else -1
             if field == name:
                 code = g
             elif g >= 0:
@@ -188,15 +192,21 @@ class AttributeTable:
                                     for c, w, rw, raw in other.buffers[ob]]))
         self.merge_counts(other, class_map, code_map, factor)
         np.add.at(self.class_counts, class_map, other.class_counts * factor)
+        self.attrs.dropped += other.attrs.dropped
+        # Their buffered events: a pair of two attributes both binned here is counted once, by
+        # the later one's replay; attributes not binned here take the events into their buffer.
+        binned = [a for a, _ in pending if self.attrs.edges[a] is not None]
         for a, records in pending:
             if self.attrs.edges[a] is not None:
+                later = frozenset(binned[binned.index(a) + 1:])
                 for record in records:
-                    self._replay(a, record)
+                    self._replay(a, record, skip=later)
             else:
                 for record in records:
                     _append(self.buffers.setdefault(a, []), record)
-                if sum(r[2] for r in self.buffers[a]) >= self.warmup:
-                    self._fix(a)
+        for a, _ in pending:
+            if a in self.buffers and sum(r[2] for r in self.buffers[a]) >= self.warmup:
+                self._fix(a)
         self.merge_extra(other, class_map, factor)
         self.version += 1
 
@@ -235,7 +245,7 @@ class AttributeTable:
         return {
             "params": self.params(),
             "class_counts": self.class_counts.copy(),
-            "attributes": [{"name": a.names.values[i], "values": list(a.values[i].values),
+            "attributes": [{"name": a.names.values[i], "values": a.canonical_values(i),
                             "edges": None if a.edges[i] is None else a.edges[i].copy()} for i in attrs],
             "counts": self.pairs.permuted(order),
             "buffers": [[a.names.values[i], [list(r) for r in self.buffers[i]]]
@@ -270,7 +280,8 @@ class AttributeTable:
         """Hook: restore what :meth:`extra_state` saved."""
 
     def memory_bytes(self) -> int:
-        return self.pairs.memory_bytes() + self.attrs.memory_bytes() + self.class_counts.nbytes
+        buffered = sum(64 + 48 * len(r[3]) for records in self.buffers.values() for r in records)
+        return self.pairs.memory_bytes() + self.attrs.memory_bytes() + self.class_counts.nbytes + buffered
 
 
 def _append(buffer: list, record: list) -> None:
