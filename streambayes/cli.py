@@ -88,6 +88,8 @@ def _add_replay_arguments(p: argparse.ArgumentParser) -> None:
                         "--report, else ./streambayes-dead-letters.jsonl; written only if any)")
     p.add_argument("--report", type=Path, metavar="DIR",
                    help="write DIR/metrics.json and DIR/learning_curves.png")
+    p.add_argument("--network", type=Path, metavar="FILE.bif",
+                   help="Bayesian network for --model bn (its class variable is the label field)")
 
 
 def _run_replay(args: argparse.Namespace, settings: Settings) -> int:
@@ -99,7 +101,7 @@ def _run_replay(args: argparse.Namespace, settings: Settings) -> int:
         path=Path(args.source), models=args.model, format=args.format,
         label_field=args.label_field, text_field=args.text_field, key_field=args.key_field,
         limit=args.limit, batch_size=args.batch_size, positive=args.positive,
-        dead_letter=args.dead_letter, report=args.report)
+        dead_letter=args.dead_letter, report=args.report, network=args.network)
     replay_file(job)
     return 0
 

@@ -35,3 +35,9 @@ class DataUnavailable(StreambayesError):
 class NetworkError(StreambayesError, ValueError):
     """A Bayesian network is malformed (cycle, unknown variable or state, bad BIF text at a line),
     or a query cannot be answered (evidence of probability zero)."""
+
+
+class NetworkInputError(NetworkError, FeatureError):
+    """An event does not fit a Bayesian network (unknown variable or state, the class variable
+    given as a feature, evidence of probability zero): a :class:`NetworkError` that the stream
+    runtime dead-letters like any :class:`FeatureError`."""

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from streambayes.errors import ModelError
 from streambayes.models.base import NaiveBayesBase
+from streambayes.models.bayesnet.model import BayesNet
 from streambayes.models.naive_bayes import (
     BernoulliNB,
     CategoricalNB,
@@ -16,17 +17,18 @@ from streambayes.models.naive_bayes import (
 )
 from streambayes.models.seminaive import AODE, KDB, SPODE, TAN
 
-MODELS: dict[str, type[NaiveBayesBase]] = {
+MODELS: dict[str, type] = {
     cls.name: cls
     for cls in (NaiveBayes, MultinomialNB, BernoulliNB, ComplementNB, CategoricalNB, GaussianNB, AODE,
-                SPODE, TAN, KDB)
+                SPODE, TAN, KDB, BayesNet)
 }
 MODEL_NAMES = tuple(MODELS)
 
 
 def make_model(name: str, **params):
     """A fresh learner by its CLI name (``nb``, ``mnb``, ``bnb``, ``cnb``, ``catnb``, ``gnb``, ``aode``,
-    ``spode``, ``tan``, ``kdb``)."""
+    ``spode``, ``tan``, ``kdb``, ``bn`` — a Bayesian network: ``network=`` a BIF path,
+    ``class_variable=``)."""
     try:
         cls = MODELS[name]
     except KeyError:
@@ -42,6 +44,6 @@ def model_from_state(state: Mapping):
     return MODELS[name].from_state(state)
 
 
-__all__ = ["AODE", "KDB", "MODELS", "MODEL_NAMES", "SPODE", "TAN", "BernoulliNB", "CategoricalNB",
+__all__ = ["AODE", "KDB", "BayesNet", "MODELS", "MODEL_NAMES", "SPODE", "TAN", "BernoulliNB", "CategoricalNB",
            "ComplementNB", "GaussianNB", "MultinomialNB", "NaiveBayes", "NaiveBayesBase", "make_model",
            "model_from_state"]

@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from streambayes.errors import ModelError, UsageError
+from streambayes.errors import ModelError, NetworkError, UsageError
 from streambayes.evaluate.prequential import Learner, Prequential
 from streambayes.runtime.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.events import DeadLetter
@@ -69,8 +69,12 @@ class ReplayResult:
         }
 
 
-def build_models(names: Sequence[str]) -> dict[str, Learner]:
-    """Fresh learners by CLI name; an unknown or repeated name is a :class:`UsageError`."""
+def build_models(names: Sequence[str], network: Path | None = None,
+                 class_variable: str | None = None) -> dict[str, Learner]:
+    """Fresh learners by CLI name; an unknown or repeated name is a :class:`UsageError`.
+
+    ``bn`` (a Bayesian network) needs ``network`` (a BIF file); its ``class_variable`` is the
+    label field."""
     from streambayes.models import MODEL_NAMES, make_model
 
     models: dict[str, Learner] = {}
@@ -80,8 +84,11 @@ def build_models(names: Sequence[str]) -> dict[str, Learner]:
         if name not in MODEL_NAMES:
             raise UsageError(f"unknown model {name!r} (valid: {', '.join(MODEL_NAMES)})")
         try:
-            models[name] = make_model(name)
-        except ModelError as exc:
+            params = {"network": str(network), "class_variable": class_variable} if name == "bn" else {}
+            if name == "bn" and network is None:
+                raise UsageError("model 'bn' needs --network FILE.bif")
+            models[name] = make_model(name, **params)
+        except (ModelError, NetworkError) as exc:
             raise UsageError(str(exc)) from None
     return models
 
@@ -147,13 +154,14 @@ class FileReplay:
     positive: str | None = None
     dead_letter: Path | None = None
     report: Path | None = None
+    network: Path | None = None
 
 
 def replay_file(job: FileReplay, console: Console | None = None,
                 progress: bool | None = None) -> ReplayResult:
     """Replay a file, print the summary, and write the report when asked."""
     console = console or Console()
-    models = build_models(job.models)
+    models = build_models(job.models, job.network, job.label_field)
     if job.limit is not None and job.limit < 0:
         raise UsageError(f"--limit must be >= 0, got {job.limit}")
     with FileSource(job.path, job.format) as source:

@@ -55,3 +55,34 @@ def mixed_stream(n: int = 120, seed: int = 0) -> tuple[list[dict], list[str]]:
 def make_stream() -> Callable[..., tuple[list[dict], list[str]]]:
     """Factory: ``make_stream(n=120, seed=0) -> (xs, ys)``, see :func:`mixed_stream`."""
     return mixed_stream
+
+
+# -- per-model streams (the conformance suite picks the stream of the model under test) ---------
+def bif_dir():
+    """The BIF networks: $STREAMBAYES_DATA/bif, else ../shared/data/bif next to the repository."""
+    import os
+    from pathlib import Path
+
+    root = os.environ.get("STREAMBAYES_DATA")
+    return Path(root) / "bif" if root else Path(__file__).resolve().parents[3] / "shared" / "data" / "bif"
+
+
+BN_CLASS = "either"
+
+
+def bn_stream(n: int = 120, seed: int = 0) -> tuple[list[dict], list[str]]:
+    """Complete rows sampled from asia: ``x`` = every variable but ``either``, ``y`` = ``either``."""
+    from streambayes.models.bayesnet import read_bif
+    from streambayes.models.bayesnet.sampling import forward_sample
+
+    net = read_bif(bif_dir() / "asia.bif")
+    rows = net.decode(forward_sample(net, n, seed))
+    return [{k: v for k, v in r.items() if k != BN_CLASS} for r in rows], [r[BN_CLASS] for r in rows]
+
+
+STREAMS: dict[str, Callable[..., tuple[list[dict], list[str]]]] = {"bn": bn_stream}
+
+
+def stream_for(model: str | None) -> Callable[..., tuple[list[dict], list[str]]]:
+    """The stream factory of a model (default: :func:`mixed_stream`)."""
+    return STREAMS.get(model, mixed_stream)

@@ -44,7 +44,7 @@ def _usage_error(capsys, argv) -> str:
     (["replay", str(SMS), "--limit", "ten"], "--limit"),
     (["replay", str(SMS), "--batch-size", "0"], "--batch-size"),
     (["replay", str(SMS), "--format", "xml"], "--format"),
-    (["replay", str(SMS), "--network", "asia.bif"], "--network"),
+    (["replay", str(SMS), "--model", "bn"], "needs --network"),  # bn without its network
     (["replay", "kafka://localhost:9092/t"], "files only"),
     (["replay", "."], "directory"),
     (["learn", "--source", "x"], "'learn' is not available"),
