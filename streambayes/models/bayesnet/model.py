@@ -357,6 +357,17 @@ class BayesNet:
         return terms
 
     # -- merge and state ------------------------------------------------------------------------
+    def learn_structure(self, window, score: str = "bic", max_parents: int = 3) -> list[str]:
+        """Re-learn the structure on a window of rows by hill climbing from the current one;
+        unchanged families keep their counts (see ``adapt.py``). Returns the changed families."""
+        from streambayes.models.bayesnet.adapt import learn_structure
+
+        return learn_structure(self, window, score, max_parents)
+
+    def structure(self) -> dict:
+        """``{variable: parents}`` of the current structure."""
+        return {v: list(ps) for v, ps in self._struct.parents.items()}
+
     def merge(self, other: BayesNet) -> None:
         """Add ``other``'s counts (a disjoint stream, same structure and parameters)."""
         if type(other) is not type(self) or other.params() != self.params():
