@@ -27,4 +27,5 @@ def test_relearned_structure_follows_the_data_and_keeps_counting():
     assert abs(got["yes"] - truth["yes"]) < 0.05
     restored = BayesNet.from_state(bn.to_state())  # the new structure is in the state
     assert restored.structure() == bn.structure()
-    assert np.isclose(restored.query("lung", {"dysp": "yes"})["yes"], bn.query("lung", {"dysp": "yes"})["yes"])
+    ask = ("lung", {"dysp": "yes"})
+    assert np.isclose(restored.query(*ask)["yes"], bn.query(*ask)["yes"])

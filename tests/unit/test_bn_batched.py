@@ -37,7 +37,7 @@ def test_batched_posteriors_equal_pgmpy(name, tol):
     pg = VariableElimination(BIFReader(str(DATA / "bif" / f"{name}.bif")).get_model())
     bq = BatchedQueries(net)
     by_target = {}
-    for i, (q, e) in enumerate(queries):
+    for i, (q, _) in enumerate(queries):
         by_target.setdefault(q, []).append(i)
     for q, idx in by_target.items():
         got = bq.posteriors(q, [queries[i][1] for i in idx])
