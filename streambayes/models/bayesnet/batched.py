@@ -4,7 +4,8 @@ Evidence enters as indicator vectors λ_v (one per variable and query: all ones 
 unobserved, one-hot on its state when observed), so P(q, e) = Σ Π_v P(v | pa(v)) λ_v(v) has the
 same structure for every evidence set. For each query variable the elimination order (min-fill
 on the moral graph, Kjærulff 1990) and the einsum steps are built once and cached; a batch of
-queries about that variable is then one vectorised contraction with a leading batch axis.
+queries about that variable is then one vectorised contraction with a leading batch axis. One
+min-fill order of the whole network serves every query variable (skipping it).
 Unlike per-shape variable elimination nothing is pruned, so no plan is ever rebuilt; a CPT
 whose columns sum to 1 only to the file's rounding (≈1e-7 in some bnlearn files) then enters
 through its column sums, where pruning would drop it: answers agree to that rounding.
@@ -33,6 +34,7 @@ class BatchedQueries:
         self.letter = {v: _LETTERS[i + 1] for i, v in enumerate(net.states)}  # "a" is the batch axis
         self.cpts = [net.cpts[v] for v in net.states]
         self.plans: dict[str, list] = {}
+        self.order = _min_fill(net, keep=None)  # one order for every target (the target is skipped)
 
     def posteriors(self, target: str, evidence: Sequence[Mapping[str, str]]) -> np.ndarray:
         """P(target | e_i) for each evidence dict: (n, |target|); impossible evidence raises."""
@@ -73,7 +75,7 @@ class BatchedQueries:
         scopes = {i: ((v, *net.parents[v]), False) for i, v in enumerate(net.states)}
         scopes |= {len(net.states) + i: ((v,), True) for i, v in enumerate(net.states)}
         next_id, steps = 2 * len(net.states), []
-        for x in _min_fill(net, keep=target):
+        for x in (v for v in self.order if v != target):
             used = [i for i, (vs, _) in scopes.items() if x in vs]
             out_vars = tuple(sorted(set().union(*(scopes[i][0] for i in used)) - {x}))
             batched = any(scopes[i][1] for i in used)
@@ -93,8 +95,8 @@ class BatchedQueries:
         return f"{inputs}->{term(out_vars, batched)}"
 
 
-def _min_fill(net: Network, keep: str) -> list[str]:
-    """Elimination order of every variable but ``keep``: fewest fill-in edges first (ties:
+def _min_fill(net: Network, keep: str | None) -> list[str]:
+    """Elimination order of every variable (but ``keep``): fewest fill-in edges first (ties:
     smallest clique weight, then network order) on the moral graph."""
     adj = {v: set(net.parents[v]) | set(net.children(v)) for v in net.states}
     for v in net.states:  # marry parents
