@@ -18,7 +18,7 @@ import numpy as np
 
 from streambayes.errors import ModelError
 from streambayes.features import Batch, Featurizer
-from streambayes.stats import Forgetting, ValueIndex, class_prior_log, log_normalize
+from streambayes.stats import Forgetting, ValueIndex, class_prior_log, event_weights, log_normalize
 
 
 class NaiveBayesBase:
@@ -100,7 +100,7 @@ class NaiveBayesBase:
         batch = self._as_batch(X)
         if len(y) != batch.n:
             raise ModelError(f"learn_many got {batch.n} events but {len(y)} labels")
-        weights = _weights(w, batch.n)
+        weights = event_weights(w, batch.n)
         y = y if isinstance(y, list) else list(y)
         if None in y:
             raise ModelError("learn_many: a label is missing (None)")
@@ -261,13 +261,3 @@ class NaiveBayesBase:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(classes={self.classes}, n_events={self.n_events})"
 
-
-def _weights(w: Sequence[float] | None, n: int) -> np.ndarray:
-    if w is None:
-        return np.ones(n)
-    weights = np.asarray(w, np.float64)
-    if weights.shape != (n,):
-        raise ModelError(f"expected {n} weights, got shape {weights.shape}")
-    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
-        raise ModelError("weights must be finite and >= 0")
-    return weights

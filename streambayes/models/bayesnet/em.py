@@ -41,6 +41,7 @@ from streambayes.errors import ModelError, NetworkError
 from streambayes.models.bayesnet.counts import cpts_from_counts, dirichlet
 from streambayes.models.bayesnet.inference import VariableElimination
 from streambayes.models.bayesnet.network import Network
+from streambayes.stats import event_weights
 
 Engine = Callable[[Network], object]   # Network → object with expected_counts / log_likelihood_many
 
@@ -75,7 +76,7 @@ def _network(net: Network, cpts: Mapping[str, np.ndarray]) -> Network:
 
 
 def _weights(codes: np.ndarray, w) -> np.ndarray:
-    return np.ones(len(codes)) if w is None else np.asarray(w, np.float64).reshape(len(codes))
+    return event_weights(None if w is None else np.asarray(w, np.float64).reshape(-1), len(codes))
 
 
 class OnlineEM:

@@ -54,6 +54,7 @@ from streambayes.models.bayesnet.counts import FamilyCounts, cpts_from_counts, d
 from streambayes.models.bayesnet.inference import VariableElimination
 from streambayes.models.bayesnet.network import Network
 from streambayes.models.bayesnet.sampling import forward_sample
+from streambayes.stats import event_weights
 
 PARAMETERS = ("file", "prior")
 
@@ -185,7 +186,7 @@ class BayesNet:
             codes[:, self._class_col] = self.encode([{self.class_variable: v} for v in y])[:, self._class_col]
         elif y is not None:
             raise ModelError("y is given but the network has no class_variable")
-        return codes, _weights(w, len(codes))
+        return codes, event_weights(w, len(codes))
 
     # -- learning -------------------------------------------------------------------------------
     def learn_one(self, x: Mapping, y=None, w: float = 1.0) -> None:
@@ -423,14 +424,4 @@ def _restore(cls, params: Mapping, net: Network) -> BayesNet:
     model.network = params["network"]
     return model
 
-
-def _weights(w, n: int) -> np.ndarray:
-    if w is None:
-        return np.ones(n)
-    weights = np.asarray(w, np.float64)
-    if weights.shape != (n,):
-        raise ModelError(f"expected {n} weights, got shape {weights.shape}")
-    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
-        raise ModelError("weights must be finite and >= 0")
-    return weights
 
