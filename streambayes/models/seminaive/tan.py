@@ -16,7 +16,10 @@ is derived at prediction time from the current counts (cached until they change)
 follows the stream and merge == sequential holds exactly. With ``refit_every = N > 1`` it is
 re-derived when at least N events were learned since the last derivation (and after a merge):
 the structure is then that of the counts at the last refit (naive Bayes before the first),
-kept in the state. No count is ever dropped when the structure changes.
+kept in the state. The refit happens at the end of the mini-batch that reached N, so with
+N > 1 the structure (not the counts) depends on the batch boundaries, and merged shards refit
+from their summed counts: learn_many == learn_one and merge == sequential hold for the counts
+only. No count is ever dropped when the structure changes.
 """
 
 from __future__ import annotations
