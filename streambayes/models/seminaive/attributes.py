@@ -47,7 +47,7 @@ class Attributes:
     def n_values(self) -> np.ndarray:
         return np.array([len(v) for v in self.values], np.int64)
 
-    def columns(self, batch: Batch):
+    def columns(self, batch: Batch) -> list[tuple[object, str, np.ndarray]]:
         """(name, kind, column) of the batch's fields, in a fixed (name) order."""
         cols = [(f, CAT, c) for f, c in batch.categorical.items()]
         cols += [(f, NUM, c) for f, c in batch.numeric.items()]
@@ -62,7 +62,7 @@ class Attributes:
                 raise FeatureError(f"unknown attribute {name!r}; the model's attributes are "
                                    f"{sorted(self.schema)}")
 
-    def add_attribute(self, name) -> int:
+    def add_attribute(self, name: object) -> int:
         a = self.names.add(name)
         if a == len(self.values):
             self.values.append(ValueIndex())
@@ -72,7 +72,7 @@ class Attributes:
                 self.fix_edges(a, np.sort(np.asarray(self.given_edges[name], np.float64)))
         return a
 
-    def add_value(self, a: int, value) -> int:
+    def add_value(self, a: int, value: object) -> int:
         """Local code of ``value`` for attribute ``a``, adding it (and a global code); -1 if the
         attribute already has ``max_values`` categories (bins, bounded by ``bins``, always fit)."""
         local = self.values[a].get(value)
@@ -128,7 +128,7 @@ class Attributes:
             local[present] = self.values[a].lookup(col[present].tolist())
         return self.global_codes(a, local)
 
-    def code_of(self, a: int, value) -> int:
+    def code_of(self, a: int, value: object) -> int:
         """Global code of one raw value (for replays); -1 if it has none (yet)."""
         if isinstance(value, str):
             local = self.values[a].get(value)

@@ -68,7 +68,8 @@ class KDBTable(DependenceTable):
         if self.triples is not None:
             self.triples.scale(factor)
 
-    def merge_counts(self, other, class_map: np.ndarray, code_map: np.ndarray, factor: float) -> None:
+    def merge_counts(self, other: KDBTable, class_map: np.ndarray, code_map: np.ndarray,
+                     factor: float) -> None:
         super().merge_counts(other, class_map, code_map, factor)
         if self.triples is not None:
             keep = np.flatnonzero(code_map >= 0)

@@ -69,7 +69,7 @@ class SPODE(_SemiNaive):
         super().__init__(alpha, m, **kwargs)
 
     @property
-    def super_parent(self):
+    def super_parent(self) -> object:
         return self._components[0].super_parent()
 
     def _make_components(self) -> list:

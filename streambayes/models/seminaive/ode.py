@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from streambayes.features import Batch
 from streambayes.models.seminaive.table import AttributeTable
 
 
@@ -39,7 +40,7 @@ class Derived:
         self.n_values = np.maximum(table.attrs.n_values(), 1).astype(np.float64)
         self.alpha, self.m = alpha, m
 
-    def smoothed(self, counts, totals, n_values) -> np.ndarray:
+    def smoothed(self, counts: np.ndarray, totals, n_values) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             if self.m is not None:
                 return np.log(counts + self.m / n_values) - np.log(totals + self.m)
@@ -86,7 +87,7 @@ class ODETable(AttributeTable):
             self._derived = (key, Derived(self, scale, self.alpha, self.m))
         return self._derived[1]
 
-    def contributions(self, batch, scale: float) -> list[tuple[str, np.ndarray]]:
+    def contributions(self, batch: Batch, scale: float) -> list[tuple[str, np.ndarray]]:
         return [("(one-dependence estimate)", self.log_likelihood(batch, scale)[0])]
 
 
@@ -103,7 +104,7 @@ class AODETable(ODETable):
     def params(self) -> dict:
         return {**super().params(), "min_count": self.min_count}
 
-    def log_likelihood(self, batch, scale: float) -> np.ndarray:
+    def log_likelihood(self, batch: Batch, scale: float) -> np.ndarray:
         codes = self.attrs.encode(batch, learn=False)
         est = self.derived(scale)
         if codes.shape[1] == 0:

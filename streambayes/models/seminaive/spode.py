@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from streambayes.errors import ModelError
+from streambayes.features import Batch
 from streambayes.models.seminaive.information import conditional_mutual_information
 from streambayes.models.seminaive.ode import ODETable
 
@@ -36,7 +37,7 @@ class SPODETable(ODETable):
     def params(self) -> dict:
         return {**super().params(), "parent": self.parent, "select": self.select}
 
-    def super_parent(self):
+    def super_parent(self) -> object:
         """The super-parent's name (None before anything can be chosen)."""
         if self.parent is not None:
             return self.parent
@@ -56,13 +57,13 @@ class SPODETable(ODETable):
         terms, present = est.parent_terms(codes)
         return np.where(present[None, :, parent], terms[:, :, parent], nb)
 
-    def log_likelihood(self, batch, scale: float) -> np.ndarray:
+    def log_likelihood(self, batch: Batch, scale: float) -> np.ndarray:
         codes = self.attrs.encode(batch, learn=False)
         name = self.super_parent()
         parent = self.attrs.names.get(name) if name is not None else -1
         return self._scores(codes, scale, parent).T
 
-    def learn(self, batch, rows: np.ndarray, w: np.ndarray, raw: np.ndarray | None = None) -> None:
+    def learn(self, batch: Batch, rows: np.ndarray, w: np.ndarray, raw: np.ndarray | None = None) -> None:
         raw = w if raw is None else raw
         if self.parent is not None or self.select != "prequential" or batch.n == 1:
             return super().learn(batch, rows, w, raw)
@@ -93,7 +94,7 @@ class SPODETable(ODETable):
         super().scale(factor)
         self.tallies = {k: v * factor for k, v in self.tallies.items()}
 
-    def merge_extra(self, other, class_map, factor: float) -> None:
+    def merge_extra(self, other: SPODETable, class_map: np.ndarray, factor: float) -> None:
         for name, tally in other.tallies.items():
             self.tallies[name] = self.tallies.get(name, 0.0) + tally * factor
 

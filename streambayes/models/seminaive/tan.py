@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from streambayes.errors import ModelError
+from streambayes.features import Batch
 from streambayes.models.seminaive.ode import Derived, ODETable
 from streambayes.models.seminaive.structure import information, tan_parents
 
@@ -79,7 +80,7 @@ class DependenceTable(ODETable):
     def _refit(self) -> None:
         self.fitted, self.since_refit = self.fit(), 0
 
-    def learn(self, batch, rows: np.ndarray, w: np.ndarray, raw: np.ndarray | None = None) -> None:
+    def learn(self, batch: Batch, rows: np.ndarray, w: np.ndarray, raw: np.ndarray | None = None) -> None:
         super().learn(batch, rows, w, raw)
         if self.refit_every > 1:
             self.since_refit += batch.n
@@ -118,12 +119,12 @@ class DependenceTable(ODETable):
     def triple_term(self, est: Derived, g: np.ndarray, i: int, p1: int, p2: int, scale: float) -> np.ndarray:
         raise NotImplementedError  # only kDB with k = 2 has two parents
 
-    def log_likelihood(self, batch, scale: float) -> np.ndarray:
+    def log_likelihood(self, batch: Batch, scale: float) -> np.ndarray:
         codes = self.attrs.encode(batch, learn=False)
         prior, terms = self.terms(codes, scale)
         return (prior[:, None] + terms.sum(axis=2)).T
 
-    def contributions(self, batch, scale: float) -> list[tuple[str, np.ndarray]]:
+    def contributions(self, batch: Batch, scale: float) -> list[tuple[str, np.ndarray]]:
         """``prior`` and one term per known value, ``x_i=v | parent=u``: they sum to the jll."""
         codes = self.attrs.encode(batch, learn=False)
         prior, terms = self.terms(codes, scale)
@@ -148,7 +149,7 @@ class DependenceTable(ODETable):
         return f"{lower}{name}{upper}"
 
     # -- merge and state ------------------------------------------------------------------------
-    def merge_extra(self, other, class_map: np.ndarray, factor: float) -> None:
+    def merge_extra(self, other: DependenceTable, class_map: np.ndarray, factor: float) -> None:
         if self.refit_every > 1:
             self._refit()
 
