@@ -233,3 +233,47 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]
 
 def _plain_width(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> int:
     return sum(max(len(str(c)) for c in col) for col in zip(columns, *rows, strict=True))
+
+
+# -- additions for bayesnet.py (existing helpers above are unchanged) -------------------------
+def repeat_timed_fresh(setup: Callable[[], object], fn: Callable[[object], object],
+                       repeats: int) -> tuple[list[float], object]:
+    """Seconds of ``fn(setup())`` over ``repeats`` runs, each on a fresh object built untimed by
+    ``setup``; also the last run's result."""
+    seconds, out = [], None
+    for _ in range(repeats):
+        obj = setup()
+        dt, out = timed(lambda obj=obj: fn(obj))
+        seconds.append(dt)
+    return seconds, out
+
+
+def package_version(pkg: str) -> str:
+    """Installed version of a distribution, or ``"absent"``."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+def jsonable(obj: object) -> object:
+    """Plain JSON values: numpy scalars/arrays to Python, tuples to lists, non-finite floats to None."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [jsonable(v) for v in obj]
+    if hasattr(obj, "tolist"):  # numpy scalar or array
+        return jsonable(obj.tolist())
+    if isinstance(obj, float) and (obj != obj or abs(obj) == float("inf")):
+        return None
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def write_json(path: Path, payload: dict) -> None:
+    """Write ``payload`` (made :func:`jsonable`) as indented JSON and say so."""
+    path.write_text(json.dumps(jsonable(payload), indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {path}")
