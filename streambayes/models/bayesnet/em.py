@@ -75,6 +75,21 @@ def _network(net: Network, cpts: Mapping[str, np.ndarray]) -> Network:
     return shell
 
 
+def tables_state(prefix: str, tables: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Family-shaped tables as snapshot arrays ``{prefix}:{variable}``."""
+    return {f"{prefix}:{v}": t.copy() for v, t in tables.items()}
+
+
+def tables_from_state(net: Network, state: Mapping[str, np.ndarray], prefix: str,
+                      owner: str) -> dict[str, np.ndarray]:
+    """Inverse of :func:`tables_state`, checked against ``net``'s family shapes."""
+    try:
+        return {v: np.array(state[f"{prefix}:{v}"], np.float64).reshape(net.family_shape(v))
+                for v in net.variables}
+    except (KeyError, ValueError) as exc:
+        raise ModelError(f"{owner} state does not fit the network: {exc}") from exc
+
+
 def _weights(codes: np.ndarray, w) -> np.ndarray:
     return event_weights(None if w is None else np.asarray(w, np.float64).reshape(-1), len(codes))
 
@@ -157,8 +172,7 @@ class OnlineEM:
 
     # -- state: arrays only --------------------------------------------------------------------
     def to_state(self) -> dict[str, np.ndarray]:
-        state = {f"stats:{v}": s.copy() for v, s in self.stats.items()}
-        state.update({f"cpts:{v}": c.copy() for v, c in self.cpts.items()})
+        state = tables_state("stats", self.stats) | tables_state("cpts", self.cpts)
         state["n_rows"] = np.array(self.n_rows)
         state["n_steps"] = np.array(self.n_steps, np.int64)
         state["n_impossible"] = np.array(self.n_impossible, np.int64)
@@ -168,13 +182,8 @@ class OnlineEM:
     def from_state(cls, net: Network, state: Mapping[str, np.ndarray], **params) -> OnlineEM:
         """Rebuild from :meth:`to_state`; ``params`` are the constructor's hyperparameters."""
         em = cls(net, **params)
-        try:
-            em.stats = {v: np.array(state[f"stats:{v}"], np.float64).reshape(em.net.family_shape(v))
-                        for v in em.net.variables}
-            em.cpts = {v: np.array(state[f"cpts:{v}"], np.float64).reshape(em.net.family_shape(v))
-                       for v in em.net.variables}
-        except (KeyError, ValueError) as exc:
-            raise ModelError(f"OnlineEM state does not fit the network: {exc}") from exc
+        em.stats = tables_from_state(em.net, state, "stats", "OnlineEM")
+        em.cpts = tables_from_state(em.net, state, "cpts", "OnlineEM")
         em.n_rows = float(state["n_rows"])
         em.n_steps = int(state["n_steps"])
         em.n_impossible = int(state.get("n_impossible", 0))

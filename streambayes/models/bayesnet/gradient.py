@@ -45,7 +45,14 @@ from typing import Literal
 import numpy as np
 
 from streambayes.errors import ModelError
-from streambayes.models.bayesnet.em import Engine, _network, _weights, initial_cpts
+from streambayes.models.bayesnet.em import (
+    Engine,
+    _network,
+    _weights,
+    initial_cpts,
+    tables_from_state,
+    tables_state,
+)
 from streambayes.models.bayesnet.inference import VariableElimination
 from streambayes.models.bayesnet.network import Network
 
@@ -117,7 +124,7 @@ class GradientLearner:
         return _network(self.net, self.cpts)
 
     def to_state(self) -> dict[str, np.ndarray]:
-        state = {f"cpts:{v}": c.copy() for v, c in self.cpts.items()}
+        state = tables_state("cpts", self.cpts)
         state["n_rows"] = np.array(self.n_rows)
         state["n_steps"] = np.array(self.n_steps, np.int64)
         return state
@@ -126,11 +133,7 @@ class GradientLearner:
     def from_state(cls, net: Network, state: Mapping[str, np.ndarray], **params) -> GradientLearner:
         """Rebuild from :meth:`to_state`; ``params`` are the constructor's hyperparameters."""
         learner = cls(net, **params)
-        try:
-            learner.cpts = {v: np.array(state[f"cpts:{v}"], np.float64).reshape(learner.net.family_shape(v))
-                            for v in learner.net.variables}
-        except (KeyError, ValueError) as exc:
-            raise ModelError(f"GradientLearner state does not fit the network: {exc}") from exc
+        learner.cpts = tables_from_state(learner.net, state, "cpts", "GradientLearner")
         learner.n_rows = float(state["n_rows"])
         learner.n_steps = int(state["n_steps"])
         return learner
