@@ -70,6 +70,11 @@ def test_table_with_parents_and_default():
      "line 2: CPT of 'a'"),
     ("variable a { type discrete [ 2 ] { x, y }; }\nprobability ( a ) { table 0.5, 0.5;", "end of file"),
     ("variable a { type discrete [ 2 ] { x, y }; }", "no probability block for \\['a'\\]"),
+    ("", "no variables"),
+    ("variable a { type discrete [ 2 ] { x, y }; }\nprobability ( a ) { table 0.5, 0.5; }\n"
+     "probability ( a ) { table 0.2, 0.8; }", "line 3: second probability block for 'a'"),
+    ("variable a { type discrete [ 2 ] { x, y }; }\nprobability ( a ) { table nan, 0.5; }",
+     "line 2: probabilities must be numbers in \\[0, 1\\]"),
 ])
 def test_malformed_bif_names_the_problem(text, message):
     with pytest.raises(NetworkError, match=message):
@@ -85,3 +90,12 @@ def test_encode_refuses_unknown_variables_and_states():
     with pytest.raises(NetworkError, match="unknown variable 'planet'"):
         net.encode([{"planet": "mars"}])
     assert net.decode(codes)[1] == {"xray": "no"}
+
+
+def test_unreadable_bif_files_are_clear_errors(tmp_path):
+    binary = tmp_path / "bin.bif"
+    binary.write_bytes(b"\xff\xfe garbage")
+    with pytest.raises(NetworkError, match="not UTF-8"):
+        read_bif(binary)
+    with pytest.raises(NetworkError, match="cannot read BIF file"):
+        read_bif(tmp_path / "missing.bif")

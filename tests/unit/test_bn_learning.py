@@ -228,3 +228,10 @@ def test_replay_cli_with_a_network(tmp_path, capsys):
     assert metrics["events"] == 600 and metrics["dead_letters"] == 1
     assert metrics["models"]["bn"]["accuracy"] > 0.95
     assert main(["replay", str(tmp_path / "asia.csv"), "--model", "bn", "--label-field", "either"]) == 2
+
+
+
+@pytest.mark.parametrize("bad", [{"em_alpha": 0.3}, {"em_batch_size": 0}])
+def test_em_settings_are_checked_up_front(bad):
+    with pytest.raises(ModelError, match="em_alpha"):
+        BayesNet(bif_dir() / "asia.bif", **bad)

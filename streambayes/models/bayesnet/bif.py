@@ -79,10 +79,14 @@ def parse_bif(text: str) -> Network:
             child, ps, line = *_family(t), t.line()
             if child not in states:
                 raise NetworkError(f"BIF line {line}: probability of undeclared variable {child!r}")
+            if child in tables:
+                raise NetworkError(f"BIF line {line}: second probability block for {child!r}")
             parents[child] = ps
             tables[child] = (line, _probability_body(t))
         else:
             raise NetworkError(f"BIF line {line}: unexpected {keyword!r}")
+    if not states:
+        raise NetworkError("BIF: no variables")
     missing = [v for v in states if v not in parents]
     if missing:
         raise NetworkError(f"BIF: no probability block for {missing}")
@@ -157,9 +161,12 @@ def _probability_body(t: _Tokens) -> list[tuple[str, list[str], list[float]]]:
 
 def _numbers(words: list[str], line: int) -> list[float]:
     try:
-        return [float(w) for w in words]
+        values = [float(w) for w in words]
     except ValueError:
         raise NetworkError(f"BIF line {line}: expected numbers, got {words}") from None
+    if not all(0.0 <= v <= 1.0 for v in values):  # also refuses nan and inf
+        raise NetworkError(f"BIF line {line}: probabilities must be numbers in [0, 1], got {words}")
+    return values
 
 
 def _table(net: Network, v: str, entries) -> np.ndarray:
@@ -198,6 +205,8 @@ def read_bif(path) -> Network:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise NetworkError(f"cannot read BIF file {path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise NetworkError(f"cannot read BIF file {path}: not UTF-8 text") from None
     return parse_bif(text)
 
 

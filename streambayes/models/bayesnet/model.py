@@ -78,6 +78,9 @@ class BayesNet:
             raise ModelError(f"parameters must be one of {PARAMETERS}, got {parameters!r}")
         if decay is not None and not 0 < decay <= 1:
             raise ModelError(f"decay must be in (0, 1], got {decay}")
+        if not 0.5 < em_alpha <= 1 or int(em_batch_size) != em_batch_size or em_batch_size < 1:
+            raise ModelError(f"need em_alpha in (0.5, 1] and an integer em_batch_size >= 1, got "
+                             f"{em_alpha}, {em_batch_size}")
         self.network = str(network) if isinstance(network, str | Path) else \
             network.to_json() if isinstance(network, Network) else dict(network)
         self.class_variable = class_variable
