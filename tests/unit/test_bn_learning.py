@@ -235,3 +235,18 @@ def test_replay_cli_with_a_network(tmp_path, capsys):
 def test_em_settings_are_checked_up_front(bad):
     with pytest.raises(ModelError, match="em_alpha"):
         BayesNet(bif_dir() / "asia.bif", **bad)
+
+
+def test_numeric_and_bool_cells_match_states_named_like_them():
+    text = """variable n { type discrete [ 3 ] { 0, 0.50, 1e3 }; }
+    variable b { type discrete [ 2 ] { true, false }; }
+    probability ( n ) { table 0.2, 0.3, 0.5; }
+    probability ( b | n ) { (0) 0.5, 0.5; (0.50) 0.9, 0.1; (1e3) 0.1, 0.9; }"""
+    from streambayes.models.bayesnet import parse_bif
+
+    bn = BayesNet(parse_bif(text), class_variable="b")
+    codes = bn.encode([{"n": 0.5, "b": True}, {"n": 1000, "b": False}, {"n": "0"}])
+    assert codes.tolist() == [[1, 0], [2, 1], [0, -1]]
+    assert bn.predict_one({"n": 0.5}) == "true"
+    with pytest.raises(FeatureError, match="not in the domain of 'n'"):
+        bn.encode([{"n": 7}])

@@ -109,6 +109,8 @@ class BayesNet:
         self._cache: tuple | None = None
         self._class_col = None if self.class_variable is None else net.index[self.class_variable]
         self._lookup = [{**net.state_index[v], None: -1} for v in net.states]  # None = missing
+        self._numeric = [{_number(st): c for c, st in enumerate(net.states[v]) if _number(st) is not None}
+                         for v in net.states]  # states named like numbers, for numeric cells
 
     @classmethod
     def from_bif(cls, path: str | Path, parameters: str = "file", prior: str = "bdeu",
@@ -160,7 +162,14 @@ class BayesNet:
         return codes
 
     def _code(self, v: str, s) -> int:
-        code = self._lookup[self._net.index[v]].get(s if isinstance(s, str) or s is None else str(s))
+        """The code of state ``s`` of ``v``; a number (a CSV cell) matches the state named like
+        it (``0.50``, ``1e3``, ``007``), a bool the state ``true``/``false``."""
+        i = self._net.index[v]
+        if isinstance(s, bool):
+            s = "true" if s else "false"
+        elif isinstance(s, int | float) and float(s) in self._numeric[i]:
+            return self._numeric[i][float(s)]
+        code = self._lookup[i].get(s if isinstance(s, str) or s is None else str(s))
         if code is None:
             raise NetworkInputError(f"state {s!r} is not in the domain of {v!r}: {list(self._net.states[v])}")
         return code
@@ -408,6 +417,13 @@ class BayesNet:
     def __repr__(self) -> str:
         return (f"BayesNet({self._net.name!r}, class_variable={self.class_variable!r}, "
                 f"n_events={self.n_events})")
+
+
+def _number(state: str) -> float | None:
+    try:
+        return float(state)
+    except ValueError:
+        return None
 
 
 def _load(network) -> Network:
