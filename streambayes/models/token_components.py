@@ -25,7 +25,7 @@ class TokenTable:
         self.n_features, self.alpha, self.fold = n_features, alpha, fold
         self.vocab_size, self.m = vocab_size, m
         self.hasher = FeatureHasher(n_features)
-        self.counts = np.zeros((0, n_features))
+        self.counts = np.zeros((0, 0))  # (classes, n_features) once the first token arrives
         self.totals = np.zeros(0)
         self.seen = np.zeros(n_features, bool)
         self.n_seen = 0
@@ -47,15 +47,29 @@ class TokenTable:
         if self.fold and (batch.numeric or batch.categorical):
             self.entries(batch)
 
+    def _allocate(self) -> None:
+        """The dense (classes, n_features) table, made when the first token arrives (a model that
+        never sees text — e.g. ``nb`` on categorical data — never pays for it)."""
+        if not self.counts.shape[1]:
+            self.counts = np.zeros((len(self.totals), self.n_features))
+
+    def _gather(self, idx: np.ndarray) -> np.ndarray:
+        """Counts of the buckets ``idx`` for every class (a new array)."""
+        if not self.counts.shape[1]:
+            return np.zeros((len(self.totals), len(idx)))
+        return self.counts.take(idx, axis=1)
+
     def grow_classes(self, k: int) -> None:
         extra = k - len(self.totals)
-        self.counts = np.vstack([self.counts, np.zeros((extra, self.n_features))])
+        self.counts = np.vstack([self.counts, np.zeros((extra, self.counts.shape[1]))])
         self.totals = np.pad(self.totals, (0, extra))
         self._cache.clear()
 
     def _add(self, cls: np.ndarray, buckets: np.ndarray, vals: np.ndarray, positive) -> None:
         """Add ``vals`` at (class, bucket) in stream order and mark the buckets seen."""
-        np.add.at(self.counts.reshape(-1), cls * self.n_features + buckets, vals)
+        if len(buckets):
+            self._allocate()
+            np.add.at(self.counts.reshape(-1), cls * self.n_features + buckets, vals)
         fresh = np.unique(buckets[positive & ~self.seen[buckets]])
         self.seen[fresh] = True
         self.n_seen += len(fresh)
@@ -71,7 +85,9 @@ class TokenTable:
     def learn_buckets(self, c: int, buckets: np.ndarray, w: float) -> None:
         """One event of plain tokens (value 1 each) for class ``c``: the same additions, in the
         same order, as :meth:`learn` makes for it, without building a batch."""
-        np.add.at(self.counts[c], buckets, w)
+        if len(buckets):
+            self._allocate()
+            np.add.at(self.counts[c], buckets, w)
         total = float(self.totals[c])
         for _ in range(len(buckets)):
             total += w  # one addition per occurrence, as np.add.at does in learn()
@@ -101,7 +117,9 @@ class TokenTable:
         self._cache.clear()
 
     def merge(self, other: TokenTable, class_map: np.ndarray, factor: float) -> None:
-        np.add.at(self.counts, class_map, other.counts * factor)
+        if other.counts.shape[1]:
+            self._allocate()
+            np.add.at(self.counts, class_map, other.counts * factor)
         np.add.at(self.totals, class_map, other.totals * factor)
         self.seen |= other.seen
         self.n_seen = int(np.count_nonzero(self.seen))
@@ -171,8 +189,8 @@ class TokenTable:
     def from_state(cls, state: dict) -> TokenTable:
         t = cls(**state["params"])
         totals = np.array(state["totals"], np.float64)
-        t.counts = np.zeros((len(totals), t.n_features))
         cols = np.asarray(state["cols"], np.int64)
+        t.counts = np.zeros((len(totals), t.n_features if len(cols) else 0))
         t.counts[:, cols] = state["counts"]
         t.totals = totals
         t.seen[cols] = True
@@ -196,13 +214,13 @@ class Multinomial(TokenTable):
         if not len(buckets):
             return np.zeros(len(self.totals))
         a = self.alpha
-        logs = self.counts.take(buckets, axis=1)
+        logs = self._gather(buckets)
         logs += a
         np.log(logs, out=logs)
         return np.add.reduce(logs, axis=1) - len(buckets) * np.log(self.totals + a * self.vocabulary)
 
     def entry_scores(self, idx: np.ndarray, scale: float) -> np.ndarray:
-        num = self._smoothed_log(self.counts[:, idx] * scale, (self.totals * scale)[:, None],
+        num = self._smoothed_log(self._gather(idx) * scale, (self.totals * scale)[:, None],
                                  self.vocabulary)
         return num
 
@@ -239,7 +257,7 @@ class Bernoulli(TokenTable):
             return np.log(df + a) - log_den, np.log(docs + a - df) - log_den
 
     def entry_scores(self, idx: np.ndarray, scale: float) -> np.ndarray:
-        log_p, log_q = self._probs(self.counts[:, idx] * scale, (self.totals * scale)[:, None])
+        log_p, log_q = self._probs(self._gather(idx) * scale, (self.totals * scale)[:, None])
         return log_p - log_q
 
     def row_constant(self, scale: float) -> np.ndarray:
@@ -247,7 +265,7 @@ class Bernoulli(TokenTable):
         if key not in self._cache:
             docs = self.totals * scale
             cols = np.flatnonzero(self.seen)
-            _, log_q = self._probs(self.counts[:, cols] * scale, docs[:, None])
+            _, log_q = self._probs(self._gather(cols) * scale, docs[:, None])
             const = log_q.sum(axis=1)
             if self.vocab_size is not None:  # never-seen words of a fixed vocabulary
                 const += (self.vocab_size - self.n_seen) * self._probs(0.0, docs)[1]
@@ -282,7 +300,7 @@ class Complement(TokenTable):
         key = ("norm", scale)
         if key not in self._cache:
             cols = np.flatnonzero(self.seen)
-            total = self._log_theta(self.counts[:, cols], scale).sum(axis=1)
+            total = self._log_theta(self._gather(cols), scale).sum(axis=1)
             if self.vocab_size is not None:
                 zero = np.zeros((len(self.totals), 1))
                 total += (self.vocab_size - self.n_seen) * self._log_theta(zero, scale)[:, 0]
@@ -290,7 +308,7 @@ class Complement(TokenTable):
         return self._cache[key]
 
     def entry_scores(self, idx: np.ndarray, scale: float) -> np.ndarray:
-        log_theta = self._log_theta(self.counts[:, idx], scale)
+        log_theta = self._log_theta(self._gather(idx), scale)
         if self.norm:
             return log_theta / self._normaliser(scale)[:, None]
         return -log_theta

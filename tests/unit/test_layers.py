@@ -76,3 +76,15 @@ def test_ruff_clean():
     done = subprocess.run([sys.executable, "-m", "ruff", "check", "streambayes", "tests", "bench"],
                           cwd=root, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_models_without_text_do_not_pay_for_the_hashed_text_table():
+    from streambayes.models import NaiveBayes
+
+    m = NaiveBayes()
+    m.learn_many([{"colour": "red", "size": 2.0}, {"colour": "blue", "size": 5.0}], ["a", "b"])
+    assert m.memory_bytes() < 2**21  # the 2^20-bucket table is not allocated
+    before = m.predict_proba_one({"colour": "red", "text": "never seen words"})
+    m.learn_one({"colour": "red", "text": "free prize"}, "a")
+    assert m.memory_bytes() > 2**23 and before["a"] > 0.5
+    assert m.predict_proba_one({"text": "free prize"})["a"] > 0.5
