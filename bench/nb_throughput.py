@@ -26,10 +26,18 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from importlib import metadata
 from pathlib import Path
 
-from _common import PeakMemory, Rate, emit_worker_result, fmt, load_sms_spam, print_table, run_worker
+from _common import (
+    PeakMemory,
+    Rate,
+    emit_worker_result,
+    fmt,
+    load_sms_spam,
+    package_version,
+    print_table,
+    run_worker,
+)
 
 N_FEATURES = 2**20
 POSITIVE = "spam"
@@ -286,7 +294,7 @@ def targets(res: dict) -> list[dict]:
 
 def report(res: dict, args: argparse.Namespace) -> list[dict]:
     n = next((r["events"] for r in res.values() if "events" in r), 0)
-    versions = ", ".join(f"{pkg} {_version(pkg)}" for pkg in ("numpy", "river", "scikit-learn", "mmh3"))
+    versions = ", ".join(f"{p} {package_version(p)}" for p in ("numpy", "river", "scikit-learn", "mmh3"))
     print(f"\nSMS Spam Collection x{args.repeat}, seed {args.seed}: {n:,} events, prequential; "
           f"batch size {args.batch_size}; median of {args.repeats} run(s), each in a fresh process")
     print(f"Python {sys.version.split()[0]}; {versions}")
@@ -325,13 +333,6 @@ def report(res: dict, args: argparse.Namespace) -> list[dict]:
         shown = fmt(t["measured"], spec, "n/a") + ("x" if t["kind"] == "x" and t["measured"] else "")
         print(f"  {t['result']:4s}  {t['target']:52s} measured {shown}")
     return tgt
-
-
-def _version(pkg: str) -> str:
-    try:
-        return metadata.version(pkg)
-    except metadata.PackageNotFoundError:
-        return "absent"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -37,11 +37,17 @@ import statistics
 import sys
 import time
 import traceback
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
-from _common import Rate, fmt, load_uci, print_table, timed
+from _common import (
+    Rate,
+    fmt,
+    load_uci,
+    package_version,
+    print_table,
+    timed,
+)
 
 from streambayes.models import MODELS, make_model
 
@@ -268,13 +274,6 @@ def targets(results: dict) -> list[dict]:
 
 
 # -- driver ---------------------------------------------------------------------------------
-def _version(pkg: str) -> str:
-    try:
-        return metadata.version(pkg)
-    except metadata.PackageNotFoundError:
-        return "absent"
-
-
 def _csv(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
@@ -310,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     names = [n for n in args.models if n in MODELS]
     missing = [n for n in args.models if n not in MODELS]
     datasets = [d for d in args.datasets if d in DATASETS]
-    versions = ", ".join(f"{p} {_version(p)}" for p in ("numpy", "scikit-learn"))
+    versions = ", ".join(f"{p} {package_version(p)}" for p in ("numpy", "scikit-learn"))
     print(f"Semi-naive Bayes on UCI sets; seed {args.seed}; Python {sys.version.split()[0]}; {versions}")
     absent = f"; not in streambayes.models.MODELS: {', '.join(missing)}" if missing else ""
     print(f"models: {', '.join(names) or 'none'}{absent}")
@@ -350,7 +349,7 @@ def _write_json(args, names, missing, results, summ, tgt, seconds) -> None:
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     payload = {"config": config, "models": names, "models_missing": missing, "results": results,
                "summary": summ, "targets": tgt, "seconds": seconds,
-               "versions": {p: _version(p) for p in ("numpy", "scikit-learn")}}
+               "versions": {p: package_version(p) for p in ("numpy", "scikit-learn")}}
     args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {args.json}")
 

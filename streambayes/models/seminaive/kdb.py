@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from streambayes.errors import ModelError
+from streambayes.models.seminaive.information import onehot
 from streambayes.models.seminaive.ode import Derived
 from streambayes.models.seminaive.structure import kdb_parents
 from streambayes.models.seminaive.tan import DependenceTable
@@ -90,9 +91,8 @@ class KDBTable(DependenceTable):
         """The triple counts and |D_c,x1,x2,j| (events of class c with x1, x2 and j known)."""
         if self._derived3 is None or self._derived3[0] != self.version:
             counts = self.triples.view()
-            onehot = np.zeros((self.attrs.n_codes, len(self.attrs.names)))
-            onehot[np.arange(self.attrs.n_codes), self.attrs.attr_of] = 1.0
-            self._derived3 = (self.version, counts, counts @ onehot)
+            h = onehot(np.array(self.attrs.attr_of, np.int64), len(self.attrs.names))
+            self._derived3 = (self.version, counts, counts @ h)
         return self._derived3[1], self._derived3[2]
 
     # -- state ------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from streambayes.features import Batch
+from streambayes.models.seminaive.information import onehot as attribute_onehot
 from streambayes.models.seminaive.table import AttributeTable
 
 
@@ -28,8 +29,7 @@ class Derived:
         t = table.pairs.view() * scale  # (k, G, G)
         attr_of = np.array(table.attrs.attr_of, np.int64)
         d = len(table.attrs.names)
-        onehot = np.zeros((len(attr_of), d))
-        onehot[np.arange(len(attr_of)), attr_of] = 1.0
+        onehot = attribute_onehot(attr_of, d)
         self.t, self.attr_of = t, attr_of
         self.single = np.diagonal(t, axis1=1, axis2=2).copy()  # |D_c,x|, (k, G)
         self.known_with = t @ onehot  # |D_c,x,j|: events of class c with x and j known, (k, G, d)

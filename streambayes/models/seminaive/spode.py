@@ -33,6 +33,7 @@ class SPODETable(ODETable):
         super().__init__(alpha, m, **table_args)
         self.parent, self.select = parent, select
         self.tallies: dict = {}  # attribute name → prequential log loss as super-parent
+        self._chosen: tuple | None = None  # (version, super-parent) of the "cmi" choice
 
     def params(self) -> dict:
         return {**super().params(), "parent": self.parent, "select": self.select}
@@ -43,11 +44,15 @@ class SPODETable(ODETable):
             return self.parent
         if self.select == "prequential":
             return min(self.tallies, key=lambda n: (self.tallies[n], str(n))) if self.tallies else None
-        names = self.attrs.names.values
-        if not names or self.pairs.n_codes == 0:
-            return None
-        cmi = conditional_mutual_information(self.pairs.view(), np.array(self.attrs.attr_of), len(names))
-        return min(names, key=lambda n: (-cmi[self.attrs.names.get(n)].sum(), str(n)))
+        if self._chosen is None or self._chosen[0] != self.version:  # derived once per change
+            names = self.attrs.names.values
+            best = None
+            if names and self.pairs.n_codes:
+                cmi = conditional_mutual_information(self.pairs.view(), np.array(self.attrs.attr_of),
+                                                     len(names))
+                best = min(names, key=lambda n: (-cmi[self.attrs.names.get(n)].sum(), str(n)))
+            self._chosen = (self.version, best)
+        return self._chosen[1]
 
     def _scores(self, codes: np.ndarray, scale: float, parent: int) -> np.ndarray:
         est = self.derived(scale)
