@@ -2,14 +2,20 @@
 
 Exit status: 0 success; 2 bad usage or a missing input (one line on stderr, no traceback);
 1 any other streambayes failure (one line). Each subcommand is a :class:`Command` in
-:data:`COMMANDS`; later ones (learn, predict, produce, snapshot) slot in the same way.
+:data:`COMMANDS`. ``learn`` and ``predict`` stop cleanly on SIGTERM or SIGINT (a final snapshot
+for ``learn``) and exit 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import logging
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
@@ -21,7 +27,6 @@ from streambayes.config import Settings
 from streambayes.errors import StreambayesError, UsageError
 
 PROG = "streambayes"
-PLANNED = ("learn", "predict", "produce", "snapshot")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,6 +66,33 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def _partition_list(text: str) -> tuple[int, ...]:
+    try:
+        parts = tuple(int(p) for p in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected partitions like 0,1,2, got {text!r}") from None
+    if any(p < 0 for p in parts) or len(set(parts)) != len(parts):
+        raise argparse.ArgumentTypeError(f"expected distinct partitions >= 0, got {text!r}")
+    return parts
+
+
+def _dir_list(text: str) -> tuple[Path, ...]:
+    dirs = tuple(Path(d.strip()) for d in text.split(",") if d.strip())
+    if not dirs:
+        raise argparse.ArgumentTypeError(f"expected DIR[,DIR...], got {text!r}")
+    return dirs
+
+
 def _model_list(text: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(","))
     if not all(names):
@@ -68,8 +100,85 @@ def _model_list(text: str) -> tuple[str, ...]:
     return names
 
 
+def _add_record_arguments(p: argparse.ArgumentParser, label: bool = True) -> None:
+    p.add_argument("--format", choices=("jsonl", "tsv", "csv"),
+                   help="record format (default: from the file name; jsonl for Kafka)")
+    if label:
+        p.add_argument("--label-field", default="label", metavar="F",
+                       help="label column/field (default: label)")
+    p.add_argument("--text-field", metavar="F", help="text column/field")
+    p.add_argument("--key-field", metavar="F", help="key column/field")
+
+
+def _add_learn_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--source", required=True, metavar="URI",
+                   help="labelled events: a JSONL/TSV/CSV file or kafka://HOST:PORT/TOPIC")
+    p.add_argument("--snapshots", required=True, type=Path, metavar="DIR",
+                   help="snapshot directory (restored on start, written every N events / T s)")
+    p.add_argument("--model", metavar="NAME",
+                   help="model to learn (default: the snapshot's, else nb)")
+    p.add_argument("--every", type=_positive_int, default=10_000, metavar="N",
+                   help="snapshot every N records (default: 10000)")
+    p.add_argument("--every-seconds", type=_seconds, default=60.0, metavar="T",
+                   help="and at least every T seconds while records arrive (default: 60)")
+    p.add_argument("--dead-letter", metavar="URI",
+                   help="bad records: a JSONL file or kafka://HOST:PORT/TOPIC (default: logged)")
+    p.add_argument("--partitions", type=_partition_list, metavar="0,1,...",
+                   help="Kafka partitions this learner owns (default: all; scale-out shards)")
+    p.add_argument("--batch-size", type=_positive_int, default=1000, metavar="N",
+                   help="records per mini-batch (default: 1000)")
+    p.add_argument("--follow", action="store_true", help="with a file: wait for appended lines")
+    p.add_argument("--keep", type=_positive_int, default=5, metavar="K",
+                   help="snapshots kept (default: 5)")
+    p.add_argument("--network", type=Path, metavar="FILE.bif", help="Bayesian network for bn")
+    _add_record_arguments(p)
+
+
+def _add_predict_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--source", required=True, metavar="URI",
+                   help="unlabelled events: a JSONL/TSV/CSV file or kafka://HOST:PORT/TOPIC")
+    p.add_argument("--sink", required=True, metavar="URI",
+                   help="posteriors: a JSONL file or kafka://HOST:PORT/TOPIC")
+    p.add_argument("--snapshots", required=True, type=_dir_list, metavar="DIR[,DIR...]",
+                   help="snapshot directory; several shards are merged")
+    p.add_argument("--dead-letter", metavar="URI", help="bad records: a JSONL file or Kafka topic")
+    p.add_argument("--batch-size", type=_positive_int, default=500, metavar="N",
+                   help="events per micro-batch (default: 500)")
+    p.add_argument("--clues", type=_count, default=5, metavar="K",
+                   help="top-K features per posterior (default: 5; 0: none)")
+    p.add_argument("--reload-seconds", type=_seconds, default=1.0, metavar="T",
+                   help="look for a newer snapshot every T seconds (default: 1)")
+    p.add_argument("--follow", action="store_true", help="with a file: wait for appended lines")
+    _add_record_arguments(p)
+
+
+def _add_produce_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", type=Path, metavar="FILE", help="a JSONL, TSV or CSV file")
+    p.add_argument("--to", required=True, metavar="URI", help="kafka://HOST:PORT/TOPIC (or a file)")
+    p.add_argument("--limit", type=_count, metavar="N", help="send the first N records only")
+    p.add_argument("--partitions", type=_positive_int, metavar="N",
+                   help="create the topic with N partitions if it does not exist")
+    p.add_argument("--no-label", action="store_true",
+                   help="drop labels (an unlabelled stream for predict)")
+    _add_record_arguments(p)
+
+
+def _add_snapshot_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    ls = sub.add_parser("ls", help="list the snapshots of a directory")
+    ls.add_argument("dir", type=Path, metavar="DIR")
+    show = sub.add_parser("show", help="print the newest good snapshot's header as JSON")
+    show.add_argument("dir", type=Path, metavar="DIR")
+    show.add_argument("--id", metavar="ID", help="a given snapshot instead of the newest")
+    merge = sub.add_parser("merge", help="merge the newest snapshots of shard directories")
+    merge.add_argument("dirs", type=Path, nargs="+", metavar="DIR")
+    merge.add_argument("--to", required=True, type=Path, metavar="DIR",
+                       help="directory to write the merged snapshot to")
+
+
 def _add_replay_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("source", metavar="SOURCE", help="a JSONL, TSV or CSV file")
+    p.add_argument("source", metavar="SOURCE",
+                   help="a JSONL, TSV or CSV file, or kafka://HOST:PORT/TOPIC?from=...&to=...")
     p.add_argument("--model", type=_model_list, default=("nb",), metavar="NAME[,NAME...]",
                    help="models to evaluate side by side (default: nb)")
     p.add_argument("--format", choices=("jsonl", "tsv", "csv"),
@@ -94,15 +203,122 @@ def _add_replay_arguments(p: argparse.ArgumentParser) -> None:
 
 def _run_replay(args: argparse.Namespace, settings: Settings) -> int:
     from streambayes.runtime.replay import FileReplay, replay_file
+    from streambayes.runtime.uri import parse_uri
 
-    if "://" in args.source:
-        raise UsageError(f"replay reads files only in this version, got {args.source!r}")
+    source = parse_uri(args.source)  # a file path, or a Kafka range checked here
     job = FileReplay(
-        path=Path(args.source), models=args.model, format=args.format,
+        path=source if isinstance(source, Path) else args.source, models=args.model,
+        format=args.format,
         label_field=args.label_field, text_field=args.text_field, key_field=args.key_field,
         limit=args.limit, batch_size=args.batch_size, positive=args.positive,
         dead_letter=args.dead_letter, report=args.report, network=args.network)
-    replay_file(job)
+    replay_file(job, settings=settings)
+    return 0
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGTERM or SIGINT (the loops finish their batch, snapshot and exit 0)."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        logging.getLogger(PROG).info("signal %d: stopping after this batch", signum)
+        stop.set()
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stop
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
+
+
+def _logging() -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("kafka", "confluent_kafka"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+
+
+def _run_learn(args: argparse.Namespace, settings: Settings) -> int:
+    from streambayes.runtime.learn import LearnJob, run_learn
+
+    job = LearnJob(source=args.source, snapshots=args.snapshots, model=args.model, every=args.every,
+                   every_seconds=args.every_seconds, dead_letter=args.dead_letter,
+                   partitions=args.partitions, format=args.format, label_field=args.label_field,
+                   text_field=args.text_field, key_field=args.key_field, batch_size=args.batch_size,
+                   follow=args.follow, network=args.network, keep=args.keep)
+    _logging()
+    with _stop_on_signals() as stop:
+        stats = run_learn(job, settings, stop)
+    last = stats.snapshots[-1].id if stats.snapshots else stats.restored
+    dead = sum(stats.dead_letters.values())
+    print(f"learned {stats.events} events from {stats.records} records ({dead} dead letters) "
+          f"in {stats.seconds:.2f} s; snapshot {last} in {args.snapshots}")
+    return 0
+
+
+def _run_predict(args: argparse.Namespace, settings: Settings) -> int:
+    from streambayes.runtime.predict import PredictJob, run_predict
+
+    job = PredictJob(source=args.source, sink=args.sink, snapshots=args.snapshots,
+                     dead_letter=args.dead_letter, format=args.format,
+                     label_field=args.label_field, text_field=args.text_field,
+                     key_field=args.key_field, batch_size=args.batch_size, clues=args.clues,
+                     follow=args.follow, reload_seconds=args.reload_seconds)
+    _logging()
+    with _stop_on_signals() as stop:
+        stats = run_predict(job, settings, stop)
+    dead = sum(stats.dead_letters.values())
+    print(f"published {stats.posteriors} posteriors for {stats.records} records ({dead} dead "
+          f"letters) in {stats.seconds:.2f} s; snapshot {stats.snapshot}")
+    return 0
+
+
+def _run_produce(args: argparse.Namespace, settings: Settings) -> int:
+    from streambayes.runtime.produce import ProduceJob, produce_file
+
+    job = ProduceJob(path=args.file, to=args.to, format=args.format, label_field=args.label_field,
+                     text_field=args.text_field, key_field=args.key_field,
+                     drop_label=args.no_label, limit=args.limit, partitions=args.partitions)
+    with _stop_on_signals() as stop:
+        sent = produce_file(job, settings, stop)
+    print(f"produced {sent} records to {args.to}")
+    return 0
+
+
+def _run_snapshot(args: argparse.Namespace, settings: Settings) -> int:
+    from streambayes.runtime.shards import latest_all, merge_snapshots, open_stores
+    from streambayes.snapshot.store import summarize
+
+    if args.action == "merge":
+        snaps = latest_all(open_stores(args.dirs))
+        if snaps is None:
+            raise UsageError("every shard directory needs a snapshot to merge")
+        merged = merge_snapshots(snaps)
+        (store,) = open_stores([args.to])
+        info = store.write(merged.model.to_state(), model=merged.name, positions=merged.positions,
+                           events=merged.events,
+                           config={"merged_from": [f"{d}:{i}" for d, i in zip(args.dirs, merged.ids,
+                                                                              strict=True)]})
+        print(f"merged {len(snaps)} snapshots ({merged.events} events) into {args.to} as {info.id}")
+        return 0
+    if not args.dir.is_dir():
+        raise UsageError(f"no snapshot directory {args.dir}")
+    (store,) = open_stores([args.dir])
+    if args.action == "ls":
+        for info in store.list():
+            state = "ok" if info.ok else f"CORRUPT ({info.error})"
+            print(f"{info.id}  {info.created_at or '-':<32}  {info.model or '-':<6}  "
+                  f"{info.events if info.events is not None else '-':>10}  {info.size:>10}  {state}")
+        return 0
+    header = store.header(args.id) if args.id else store.latest_header()
+    if header is None:
+        raise UsageError(f"{args.dir} holds no snapshot")
+    print(json.dumps(summarize(header), indent=2, ensure_ascii=False))
     return 0
 
 
@@ -116,8 +332,16 @@ def _run_demo(args: argparse.Namespace, settings: Settings) -> int:
 COMMANDS: dict[str, Command] = {
     "demo": Command("replay SMS spam with three naive Bayes models and explain a few messages",
                     lambda p: None, _run_demo),
-    "replay": Command("prequential (predict, then learn) evaluation of models on a file",
+    "replay": Command("prequential (predict, then learn) evaluation of models on a file or topic",
                       _add_replay_arguments, _run_replay),
+    "learn": Command("learn from labelled events (file or Kafka) with exactly-once snapshots",
+                     _add_learn_arguments, _run_learn),
+    "predict": Command("publish a posterior for every unlabelled event, from the newest snapshot",
+                       _add_predict_arguments, _run_predict),
+    "produce": Command("load a JSONL, TSV or CSV file into a Kafka topic, keyed",
+                       _add_produce_arguments, _run_produce),
+    "snapshot": Command("list, show or merge snapshots (ls DIR | show DIR | merge DIR... --to DIR)",
+                        _add_snapshot_arguments, _run_snapshot),
 }
 
 
@@ -148,9 +372,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``streambayes`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv and argv[0] in PLANNED:
-            raise UsageError(f"'{argv[0]}' is not available in this version "
-                             f"(commands: {', '.join(COMMANDS)})")
         args = build_parser().parse_args(argv)
         if args.command is None:
             raise UsageError(f"missing command (choose from {', '.join(COMMANDS)}); "

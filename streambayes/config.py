@@ -6,6 +6,17 @@
 - ``STREAMBAYES_OFFLINE``: ``1``/``true`` forbids any network access.
 - ``STREAMBAYES_DOWNLOAD_TIMEOUT``: seconds allowed for a whole download (default 8).
 - ``STREAMBAYES_SMS_URL``: where the demo fetches the SMS Spam Collection zip.
+- ``STREAMBAYES_KAFKA_CLIENT``: ``kafka-python`` (default) or ``confluent`` (librdkafka, the
+  ``confluent`` extra).
+- ``STREAMBAYES_KAFKA_SECURITY_PROTOCOL`` (``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT``,
+  ``SASL_SSL``), ``STREAMBAYES_KAFKA_SASL_MECHANISM`` (``PLAIN``, ``SCRAM-SHA-256``...),
+  ``STREAMBAYES_KAFKA_SASL_USERNAME``, ``STREAMBAYES_KAFKA_SASL_PASSWORD``,
+  ``STREAMBAYES_KAFKA_SSL_CAFILE``, ``STREAMBAYES_KAFKA_SSL_CERTFILE``,
+  ``STREAMBAYES_KAFKA_SSL_KEYFILE``: passed through to the client.
+- ``STREAMBAYES_KAFKA_OPTIONS``: a JSON object of further client options, passed as they are
+  (kafka-python keyword names, or librdkafka property names for ``confluent``).
+- ``STREAMBAYES_KAFKA_GROUP``: consumer group of ``predict`` (and of ``learn``'s lag-only
+  offset commits); default ``streambayes-predict`` / ``streambayes-learn``.
 
 >>> Settings(offline=True, data="/tmp/data").offline
 True
@@ -15,6 +26,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -39,3 +51,26 @@ class Settings(BaseSettings):
     offline: bool = False
     download_timeout: float = Field(default=8.0, gt=0)
     sms_url: str = SMS_URL
+
+    kafka_client: Literal["kafka-python", "confluent"] = "kafka-python"
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] | None = None
+    kafka_sasl_mechanism: str | None = None
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: str | None = Field(default=None, repr=False)
+    kafka_ssl_cafile: Path | None = None
+    kafka_ssl_certfile: Path | None = None
+    kafka_ssl_keyfile: Path | None = None
+    kafka_options: dict[str, Any] = Field(default_factory=dict)
+    kafka_group: str | None = None
+
+    def kafka_security(self) -> dict[str, Any]:
+        """The connection options that are set, in neutral names (each backend maps them).
+
+        >>> Settings(kafka_security_protocol="SASL_SSL", kafka_sasl_username="u").kafka_security()
+        {'security_protocol': 'SASL_SSL', 'sasl_username': 'u'}
+        """
+        names = ("security_protocol", "sasl_mechanism", "sasl_username", "sasl_password",
+                 "ssl_cafile", "ssl_certfile", "ssl_keyfile")
+        values = {name: getattr(self, "kafka_" + name) for name in names}
+        return {name: str(value) if isinstance(value, Path) else value
+                for name, value in values.items() if value is not None}

@@ -41,3 +41,12 @@ class NetworkInputError(NetworkError, FeatureError):
     """An event does not fit a Bayesian network (unknown variable or state, the class variable
     given as a feature, evidence of probability zero): a :class:`NetworkError` that the stream
     runtime dead-letters like any :class:`FeatureError`."""
+
+
+class BrokerError(StreambayesError):
+    """Kafka cannot be used: the client is missing, a topic or partition does not exist, or a
+    message could not be delivered."""
+
+
+class NetworkUnavailable(BrokerError):
+    """The broker stayed unreachable until the caller gave up or was asked to stop."""

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from streambayes.config import Settings
 from streambayes.errors import ModelError, NetworkError, UsageError
 from streambayes.evaluate.prequential import Learner, Prequential
 from streambayes.runtime.decode import Decoded, Decoder, dead_letter
@@ -143,7 +144,7 @@ def _send(sink: Sink, result: ReplayResult, letter: DeadLetter) -> None:
 class FileReplay:
     """Everything ``streambayes replay FILE`` needs, as plain values (built by the CLI)."""
 
-    path: Path
+    path: Path | str  # a file, or kafka://HOST:PORT/TOPIC?from=...&to=...
     models: tuple[str, ...] = ("nb",)
     format: Format | None = None
     label_field: str = "label"
@@ -158,15 +159,17 @@ class FileReplay:
 
 
 def replay_file(job: FileReplay, console: Console | None = None,
-                progress: bool | None = None) -> ReplayResult:
-    """Replay a file, print the summary, and write the report when asked."""
+                progress: bool | None = None, settings: Settings | None = None) -> ReplayResult:
+    """Replay a file or a Kafka range, print the summary, and write the report when asked."""
     console = console or Console()
     models = build_models(job.models, job.network, job.label_field)
     if job.limit is not None and job.limit < 0:
         raise UsageError(f"--limit must be >= 0, got {job.limit}")
-    with FileSource(job.path, job.format) as source:
-        decoder = Decoder(source.format, label_field=job.label_field, text_field=job.text_field,
-                          key_field=job.key_field, header=source.header)
+    with _open(job, settings or Settings()) as source:
+        fmt, header = (source.format, source.header) if isinstance(source, FileSource) else \
+            (job.format or "jsonl", None)
+        decoder = Decoder(fmt, label_field=job.label_field, text_field=job.text_field,
+                          key_field=job.key_field, header=header)
         dl_path = job.dead_letter or (job.report / "dead_letters.jsonl" if job.report
                                       else Path(DEFAULT_DEAD_LETTER_FILE))
         with FileSink(dl_path, mode="w") as sink, _progress(source, progress) as tick:
@@ -182,10 +185,34 @@ def replay_file(job: FileReplay, console: Console | None = None,
 
 
 @contextmanager
-def _progress(source: FileSource, show: bool | None) -> Iterator[Callable[[], None]]:
+def _open(job: FileReplay, settings: Settings) -> Iterator[Source]:
+    """The replay's source: a file, or a bounded range of a Kafka topic."""
+    from streambayes.runtime.uri import KafkaURI, parse_uri
+
+    target = parse_uri(str(job.path)) if isinstance(job.path, str) else job.path
+    if not isinstance(target, KafkaURI):
+        with FileSource(target, job.format) as source:
+            yield source
+        return
+    if job.format == "csv":
+        raise UsageError("a Kafka topic carries JSONL or TSV records, not CSV")
+    from streambayes.runtime.connect import open_source
+    from streambayes.runtime.kafka_range import KafkaRange
+
+    kafka = open_source(KafkaURI(target.bootstrap, target.topic), settings, role="replay")
+    source = KafkaRange(kafka, target.query.get("from"), target.query.get("to"))
+    try:
+        yield source
+    finally:
+        source.close()
+
+
+@contextmanager
+def _progress(source: Source, show: bool | None) -> Iterator[Callable[[], None]]:
     """A rich progress bar on stderr for large files when stderr is a terminal."""
     if show is None:
-        show = sys.stderr.isatty() and source.size_bytes >= PROGRESS_MIN_BYTES
+        show = (sys.stderr.isatty() and isinstance(source, FileSource)
+                and source.size_bytes >= PROGRESS_MIN_BYTES)
     if not show:
         yield lambda: None
         return

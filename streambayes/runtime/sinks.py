@@ -50,7 +50,7 @@ def to_bytes(value: Any) -> bytes:
     raise TypeError(f"cannot send a {type(value).__name__}: expected bytes, str, dict or model")
 
 
-def _key_bytes(key: str | bytes | None) -> bytes | None:
+def key_bytes(key: str | bytes | None) -> bytes | None:
     return key.encode("utf-8") if isinstance(key, str) else key
 
 
@@ -109,7 +109,7 @@ class MemorySink:
     def send(self, topic: str, key: str | bytes | None, value: Any) -> None:
         records = self.topics.setdefault(topic, [])
         stamp = int(time.time() * 1000)
-        records.append(Record(to_bytes(value), _key_bytes(key), topic, 0, len(records), stamp))
+        records.append(Record(to_bytes(value), key_bytes(key), topic, 0, len(records), stamp))
 
     def values(self, topic: str) -> list[bytes]:
         """The values sent to ``topic``, in order."""

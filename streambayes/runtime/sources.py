@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import io
+import time
 from collections.abc import Iterator, Mapping, MutableSequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,12 +75,14 @@ def format_from_name(path: str | Path) -> Format:
 class FileSource:
     """Records from a JSONL, TSV or CSV file; offset = record number, topic = the path as given.
 
-    ``poll`` returns ``[]`` at the end of the file (a file source does not follow growth).
+    ``poll`` returns ``[]`` at the end of the file; with ``follow=True`` later polls return the
+    lines appended since (``tail -f``; a line counts once its newline is written).
     For CSV the header row is read at open (:attr:`header`) and a quoted field may span lines.
     """
 
-    def __init__(self, path: str | Path, fmt: Format | None = None) -> None:
+    def __init__(self, path: str | Path, fmt: Format | None = None, *, follow: bool = False) -> None:
         self.path = Path(path)
+        self.follow = follow
         self.topic = str(path)
         self.format: Format = fmt or format_from_name(self.path)
         if self.format not in FORMATS:
@@ -96,6 +99,7 @@ class FileSource:
 
     def _start(self) -> None:
         self._file.seek(0)
+        self._line_number = 0
         self._lines = self._numbered_lines()
         self._next_offset = 0
         self.bytes_read = 0
@@ -103,11 +107,16 @@ class FileSource:
             self.header = self._read_header()
 
     def _numbered_lines(self) -> Iterator[tuple[int, bytes]]:
-        for number, raw in enumerate(self._file, start=1):
+        """Lines with their numbers; when following, a last line without its newline waits."""
+        while raw := self._file.readline():
+            if self.follow and not raw.endswith(b"\n"):
+                self._file.seek(-len(raw), io.SEEK_CUR)  # a writer is mid-line: read it later
+                return
+            self._line_number += 1
             self.bytes_read += len(raw)
-            if number == 1 and raw.startswith(_BOM):
+            if self._line_number == 1 and raw.startswith(_BOM):
                 raw = raw[len(_BOM):]
-            yield number, raw
+            yield self._line_number, raw
 
     def _next_raw(self) -> tuple[int, bytes] | None:
         """The next non-blank logical record (a CSV record may span lines inside quotes)."""
@@ -134,7 +143,12 @@ class FileSource:
         return [name.strip() for name in next(csv.reader(io.StringIO(text)))]
 
     def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
-        """Up to ``max_records`` next records; ``[]`` at the end of the file. Never waits."""
+        """Up to ``max_records`` next records; ``[]`` at the end of the file.
+
+        Never waits, unless following: then at the end it reads what was appended since, and
+        sleeps ``timeout`` seconds when there is nothing new."""
+        if self.follow:
+            self._lines = self._numbered_lines()
         out: list[Record] = []
         while len(out) < max_records:
             item = self._next_raw()
@@ -143,6 +157,8 @@ class FileSource:
             number, value = item
             out.append(Record(value, None, self.topic, 0, self._next_offset, None, number))
             self._next_offset += 1
+        if self.follow and not out and timeout > 0:
+            time.sleep(timeout)
         return out
 
     def positions(self) -> Positions:

@@ -45,9 +45,15 @@ def _usage_error(capsys, argv) -> str:
     (["replay", str(SMS), "--batch-size", "0"], "--batch-size"),
     (["replay", str(SMS), "--format", "xml"], "--format"),
     (["replay", str(SMS), "--model", "bn"], "needs --network"),  # bn without its network
-    (["replay", "kafka://localhost:9092/t"], "files only"),
+    (["replay", "kafka://localhost/t"], "HOST:PORT"),
+    (["replay", "kafka://localhost:9092/t?at=3"], "unknown parameter 'at'"),
     (["replay", "."], "directory"),
-    (["learn", "--source", "x"], "'learn' is not available"),
+    (["learn", "--source", "x"], "required: --snapshots"),
+    (["learn", "--source", "x.tsv", "--snapshots", "s", "--every", "0"], "--every"),
+    (["learn", "--source", "x.tsv", "--snapshots", "s", "--partitions", "0,0"], "--partitions"),
+    (["predict", "--source", "x.tsv", "--sink", "o.jsonl"], "required: --snapshots"),
+    (["snapshot", "show"], "DIR"),
+    (["produce", "x.tsv"], "required: --to"),
     (["frobnicate"], "invalid choice"),
 ])
 def test_bad_usage_exits_2_with_one_line(capsys, argv, needle):

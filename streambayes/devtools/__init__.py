@@ -1,0 +1,1 @@
+"""Tools for tests, benchmarks and demos (a local broker); not used by the services."""

@@ -1,0 +1,84 @@
+"""Open sources and sinks from URIs (DESIGN §6): a file path, or ``kafka://HOST:PORT/TOPIC``.
+
+The Kafka client backend comes from settings (``STREAMBAYES_KAFKA_CLIENT``): ``kafka-python``
+(default) or ``confluent`` (librdkafka; ``pip install 'streambayes[confluent]'``). Both give the
+same :class:`~streambayes.runtime.sources.Source` and :class:`~streambayes.runtime.sinks.Sink`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal
+
+from streambayes.config import Settings
+from streambayes.errors import UsageError
+from streambayes.runtime.sinks import FileSink, Sink
+from streambayes.runtime.sources import FileSource, Format, Source
+from streambayes.runtime.uri import KafkaURI, parse_uri
+
+BACKENDS = {"kafka-python": "streambayes.runtime.kafka_python",
+            "confluent": "streambayes.runtime.kafka_confluent"}
+REPLAY_CONNECT_SECONDS = 10.0  # replay is a batch job: an unreachable broker is an error
+DEFAULT_GROUPS = {"learn": "streambayes-learn", "predict": "streambayes-predict",
+                  "replay": None}
+
+
+def backend(settings: Settings) -> ModuleType:
+    """The client backend module named by ``settings.kafka_client``."""
+    name = settings.kafka_client
+    try:
+        return importlib.import_module(BACKENDS[name])
+    except ImportError as exc:
+        extra = " (pip install 'streambayes[confluent]')" if name == "confluent" else ""
+        raise UsageError(f"Kafka client {name!r} is not installed{extra}: {exc}") from None
+
+
+def client_options(settings: Settings) -> dict[str, Any]:
+    """The backend's own options: security settings mapped, plus ``STREAMBAYES_KAFKA_OPTIONS``."""
+    return backend(settings).client_options(settings.kafka_security(), settings.kafka_options)
+
+
+def open_source(
+    uri: str | KafkaURI | Path,
+    settings: Settings,
+    *,
+    role: Literal["learn", "predict", "replay"],
+    partitions: Sequence[int] | None = None,
+    fmt: Format | None = None,
+    stop: threading.Event | None = None,
+    group_options: dict[str, Any] | None = None,
+    follow: bool = False,
+) -> Source:
+    """A file source, or a Kafka source: assigned partitions for learn/replay, a group for predict."""
+    target = parse_uri(uri) if isinstance(uri, str) else uri
+    if isinstance(target, Path):
+        if partitions is not None:
+            raise UsageError("--partitions applies to Kafka sources only (a file has one partition)")
+        return FileSource(target, fmt, follow=follow)
+    module = backend(settings)
+    options = module.client_options(settings.kafka_security(), settings.kafka_options)
+    group = settings.kafka_group or DEFAULT_GROUPS[role]
+    if role == "predict":
+        if partitions is not None:
+            raise UsageError("predict reads in a consumer group; --partitions is for learn")
+        options.update(group_options or {})
+        return module.GroupSource(target.bootstrap, target.topic, group=group, options=options,
+                                  stop=stop)
+    deadline = REPLAY_CONNECT_SECONDS if role == "replay" else None
+    return module.AssignedSource(target.bootstrap, target.topic, partitions=partitions,
+                                 group=group, options=options, stop=stop, connect_deadline=deadline)
+
+
+def open_sink(uri: str | KafkaURI | Path, settings: Settings, *, stop: threading.Event | None = None,
+              mode: Literal["w", "a"] = "a") -> tuple[Sink, str]:
+    """A sink and the topic to send to (for a file, its path: one file, one stream)."""
+    target = parse_uri(uri, allowed_query=()) if isinstance(uri, str) else uri
+    if isinstance(target, Path):
+        return FileSink(target, mode=mode), str(target)
+    module = backend(settings)
+    options = module.client_options(settings.kafka_security(), settings.kafka_options)
+    return module.KafkaSink(target.bootstrap, options=options, stop=stop), target.topic

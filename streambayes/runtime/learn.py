@@ -1,0 +1,261 @@
+"""The learn loop (DESIGN §4): poll → validate → featurize → ``learn_many`` → snapshot.
+
+Exactly-once state. The snapshot holds the learner state and, per topic-partition, the next
+offset after the last record the state reflects; on start the newest good snapshot is restored
+and the source sought to those offsets. A checkpoint is, in this order: flush the dead-letter
+sink (every dead letter of the records covered is acknowledged), write the snapshot (atomic), then
+commit the offsets to the consumer group (for lag monitoring only: the snapshot is the truth). A
+crash anywhere loses nothing and counts nothing twice in the state; dead letters of the records
+after the last snapshot may be written again (at least once).
+
+Checkpoints happen every ``every`` records or ``every_seconds`` seconds (when something was
+read since the last one), at the end of a file source, and on stop (SIGTERM/SIGINT).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from streambayes.config import Settings
+from streambayes.errors import FeatureError, UsageError
+from streambayes.runtime.decode import Decoded, Decoder, dead_letter
+from streambayes.runtime.events import DeadLetter
+from streambayes.runtime.sinks import Sink
+from streambayes.runtime.sources import FileSource, Format, Positions, Source
+from streambayes.snapshot import SnapshotStore
+from streambayes.snapshot.store import BaseSnapshotStore, SnapshotInfo
+
+logger = logging.getLogger(__name__)
+IDLE_POLL_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class LearnJob:
+    """Everything ``streambayes learn`` needs, as plain values (built by the CLI)."""
+
+    source: str
+    snapshots: Path
+    model: str | None = None  # None: the snapshot's model, else "nb"
+    every: int = 10_000
+    every_seconds: float = 60.0
+    dead_letter: str | None = None
+    partitions: tuple[int, ...] | None = None
+    format: Format | None = None
+    label_field: str = "label"
+    text_field: str | None = None
+    key_field: str | None = None
+    batch_size: int = 1000
+    follow: bool = False
+    network: Path | None = None
+    keep: int = 5
+
+
+@dataclass
+class LearnStats:
+    """What a run did; ``snapshots`` lists the checkpoints written, oldest first."""
+
+    records: int = 0
+    events: int = 0  # learned in this run
+    dead_letters: Counter[str] = field(default_factory=Counter)
+    snapshots: list[SnapshotInfo] = field(default_factory=list)
+    restored: str | None = None
+    seconds: float = 0.0
+
+
+def merge_positions(base: Mapping[str, Mapping[str, int]],
+                    update: Mapping[str, Mapping[str, int]]) -> Positions:
+    """``base`` with ``update``'s partitions laid over it, topic by topic.
+
+    >>> merge_positions({"a": {"0": 5, "1": 2}, "b": {"0": 1}}, {"a": {"1": 7}})
+    {'a': {'0': 5, '1': 7}, 'b': {'0': 1}}
+    """
+    out = {topic: dict(parts) for topic, parts in base.items()}
+    for topic, parts in update.items():
+        out.setdefault(topic, {}).update(parts)
+    return out
+
+
+class LearnLoop:
+    """One learner fed by one source; :meth:`run` until the source ends or ``stop`` is set.
+
+    The parts are given ready-made so that tests can use memory sources and stores; the CLI
+    builds them with :func:`run_learn`. ``restore()`` must be called before ``run()``.
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        decoder: Decoder,
+        store: BaseSnapshotStore,
+        make_model: Callable[[], Any],
+        model_name: str | None,
+        *,
+        dead_letters: tuple[Sink, str] | None = None,
+        every: int = 10_000,
+        every_seconds: float = 60.0,
+        batch_size: int = 1000,
+        stop_at_end: bool = True,
+        stop: threading.Event | None = None,
+        config: Mapping[str, Any] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if every < 1 or batch_size < 1 or every_seconds <= 0:
+            raise UsageError("--every, --every-seconds and the batch size must be positive")
+        self.source = source
+        self.decoder = decoder
+        self.store = store
+        self.make_model = make_model
+        self.model_name = model_name
+        self.dead_letters = dead_letters
+        self.every = every
+        self.every_seconds = every_seconds
+        self.batch_size = batch_size
+        self.stop_at_end = stop_at_end
+        self.stop = stop or threading.Event()
+        self.config = dict(config or {})
+        self.clock = clock
+        self.stats = LearnStats()
+        self.model: Any = None
+        self.events_total = 0
+        self._positions: Positions = {}
+
+    def restore(self) -> None:
+        """Load the newest good snapshot (or start fresh) and seek the source to its positions."""
+        snap = self.store.latest()
+        if snap is None:
+            self.model = self.make_model()
+            self.model_name = self.model_name or self.model.name
+            return
+        from streambayes.models import model_from_state
+
+        if self.model_name is not None and self.model_name != snap.model:
+            raise UsageError(f"{self.store}: snapshot {snap.id} holds model {snap.model!r}, not "
+                             f"{self.model_name!r} (use another --snapshots directory)")
+        self.model = model_from_state(snap.state)
+        self.model_name = snap.model
+        self.events_total = snap.events
+        self._positions = snap.positions
+        self.source.seek(self._positions)
+        self.stats.restored = snap.id
+        logger.info("restored snapshot %s (%d events) at %s", snap.id, snap.events, snap.positions)
+
+    def run(self) -> LearnStats:
+        if self.model is None:
+            self.restore()
+        start = self.clock()
+        last = self.clock()
+        since = 0  # records read since the last checkpoint
+        while not self.stop.is_set():
+            records = self.source.poll(self.batch_size, timeout=IDLE_POLL_SECONDS)
+            if records:
+                self._learn(records)
+                since += len(records)
+            elif self.stop_at_end:
+                break
+            if since and (since >= self.every or self.clock() - last >= self.every_seconds):
+                self.checkpoint()
+                since, last = 0, self.clock()
+        if since or not self.store.ids():
+            self.checkpoint()
+        self.stats.seconds = self.clock() - start
+        return self.stats
+
+    def _learn(self, records: list) -> None:
+        self.stats.records += len(records)
+        good: list[Decoded] = []
+        for item in map(self.decoder.decode, records):
+            if isinstance(item, DeadLetter):
+                self._dead(item)
+            else:
+                good.append(item)
+        if not good:
+            return
+        xs = [d.x for d in good]
+        ys = [d.label for d in good]
+        ws = [d.weight for d in good]
+        try:
+            self.model.learn_many(self.model.featurize(xs), ys, ws)
+            learned = len(good)
+        except FeatureError:  # learn one by one to keep the good events (a bad batch changes nothing)
+            learned = 0
+            for d in good:
+                try:
+                    self.model.learn_many(self.model.featurize([d.x]), [d.label], [d.weight])
+                    learned += 1
+                except FeatureError as exc:
+                    self._dead(dead_letter(d.record, "bad_feature", str(exc)))
+        self.stats.events += learned
+        self.events_total += learned
+
+    def _dead(self, letter: DeadLetter) -> None:
+        self.stats.dead_letters[letter.reason] += 1
+        if self.dead_letters is None:
+            logger.warning("dead letter (%s) at %s[%d]@%d: %s", letter.reason, letter.source.topic,
+                           letter.source.partition, letter.source.offset, letter.error)
+            return
+        sink, topic = self.dead_letters
+        sink.send(topic, None, letter)
+
+    def checkpoint(self) -> SnapshotInfo:
+        """Flush dead letters, write the snapshot, then commit offsets (lag monitoring only)."""
+        if self.dead_letters is not None:
+            self.dead_letters[0].flush()
+        positions = merge_positions(self._positions, self.source.positions())
+        info = self.store.write(self.model.to_state(), model=self.model_name, positions=positions,
+                                events=self.events_total, config=self.config)
+        self._positions = positions
+        self.stats.snapshots.append(info)
+        commit = getattr(self.source, "commit", None)
+        if commit is not None:
+            commit(positions)
+        logger.info("snapshot %s: %d events at %s", info.id, self.events_total, positions)
+        return info
+
+
+def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = None) -> LearnStats:
+    """Build the source, decoder, store and sinks of ``job`` and run the loop until done."""
+    from streambayes.runtime.connect import open_sink, open_source
+    from streambayes.runtime.replay import build_models
+
+    stop = stop or threading.Event()
+    source = open_source(job.source, settings, role="learn", partitions=job.partitions,
+                         fmt=job.format, stop=stop, follow=job.follow)
+    dead = open_sink(job.dead_letter, settings, stop=stop) if job.dead_letter else None
+    try:
+        decoder = _decoder(source, job)
+        store = SnapshotStore(job.snapshots, keep=job.keep)
+        name = job.model
+
+        def make() -> Any:
+            return build_models([name or "nb"], job.network, job.label_field)[name or "nb"]
+
+        config = {"source": job.source, "partitions": list(job.partitions or []) or None,
+                  "label_field": job.label_field, "format": decoder.format}
+        loop = LearnLoop(source, decoder, store, make, name, dead_letters=dead, every=job.every,
+                         every_seconds=job.every_seconds, batch_size=job.batch_size,
+                         stop_at_end=isinstance(source, FileSource) and not job.follow, stop=stop,
+                         config=config)
+        return loop.run()
+    finally:
+        source.close()
+        if dead is not None:
+            dead[0].close()
+
+
+def _decoder(source: Source, job: LearnJob | Any, require_label: bool = True) -> Decoder:
+    """The decoder for a source: a file's own format and header, else ``job.format`` (jsonl)."""
+    if isinstance(source, FileSource):
+        fmt, header = source.format, source.header
+    else:
+        fmt, header = job.format or "jsonl", None
+        if fmt == "csv":
+            raise UsageError("a Kafka topic carries JSONL or TSV records, not CSV (no header row)")
+    return Decoder(fmt, label_field=job.label_field, text_field=job.text_field,
+                   key_field=job.key_field, header=header, require_label=require_label)

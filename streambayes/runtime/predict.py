@@ -1,0 +1,248 @@
+"""The predict loop (DESIGN §4): poll unlabelled events → predict in micro-batches → decide → publish.
+
+Each event gets exactly one :class:`~streambayes.runtime.events.Posterior` on the sink, keyed by
+the event's ``key`` or else its ``id``, naming the model and the snapshot it came from; bad
+records become dead letters. The model is the newest good snapshot of each ``--snapshots``
+directory, merged when several shards are given; the loop looks for newer snapshots every
+``reload_seconds`` and swaps to them between micro-batches, without a restart. With a Kafka
+source the loop reads in a consumer group and commits offsets after the posteriors of a
+micro-batch are acknowledged (at least once across a rebalance or a crash).
+
+``latency_ms`` is the time from the record's timestamp (Kafka's create time; for a file, the
+moment it was read) to the posterior's hand-over to the sink.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streambayes.config import Settings
+from streambayes.errors import FeatureError, UsageError
+from streambayes.runtime.decode import Decoded, Decoder, dead_letter
+from streambayes.runtime.events import DeadLetter, Posterior
+from streambayes.runtime.shards import Merged, latest_all, merge_snapshots, open_stores
+from streambayes.runtime.sinks import Sink
+from streambayes.runtime.sources import FileSource, Format, Source
+from streambayes.snapshot.store import BaseSnapshotStore
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PredictJob:
+    """Everything ``streambayes predict`` needs, as plain values (built by the CLI)."""
+
+    source: str
+    sink: str
+    snapshots: tuple[Path, ...]
+    dead_letter: str | None = None
+    format: Format | None = None
+    label_field: str = "label"
+    text_field: str | None = None
+    key_field: str | None = None
+    batch_size: int = 500
+    clues: int = 5
+    follow: bool = False
+    reload_seconds: float = 1.0
+    wait_seconds: float | None = None  # for the first snapshot; None: forever (Kafka), 0 (file)
+
+
+@dataclass
+class PredictStats:
+    records: int = 0
+    posteriors: int = 0
+    dead_letters: Counter[str] = field(default_factory=Counter)
+    reloads: int = 0
+    snapshot: str | None = None
+    seconds: float = 0.0
+
+
+class ModelWatcher:
+    """The served learner: the newest snapshot of each store, merged; reloaded when one changes."""
+
+    def __init__(self, stores: Sequence[BaseSnapshotStore]) -> None:
+        self.stores = list(stores)
+        self.current: Merged | None = None
+        self._seen: tuple[str | None, ...] = ()
+
+    def _newest_ids(self) -> tuple[str | None, ...]:
+        return tuple((store.ids() or [None])[-1] for store in self.stores)
+
+    def check(self) -> bool:
+        """Load the newest snapshots if any store has a new one; True when the model changed."""
+        newest = self._newest_ids()
+        if newest == self._seen:
+            return False
+        snaps = latest_all(self.stores)
+        if snaps is None:
+            return False  # a shard has no snapshot yet: keep what we serve
+        self._seen = newest
+        ids = tuple(s.id for s in snaps)
+        if self.current is not None and ids == self.current.ids:
+            return False  # the newer file was corrupt; its predecessor is already served
+        self.current = merge_snapshots(snaps)
+        logger.info("serving snapshot %s (%s, %d events)", self.current.label, self.current.name,
+                    self.current.events)
+        return True
+
+
+class PredictLoop:
+    """Serve posteriors for the events of ``source`` on ``sink``; :meth:`run` until done or stopped."""
+
+    def __init__(
+        self,
+        source: Source,
+        decoder: Decoder,
+        watcher: ModelWatcher,
+        sink: tuple[Sink, str],
+        *,
+        dead_letters: tuple[Sink, str] | None = None,
+        batch_size: int = 500,
+        clues: int = 5,
+        reload_seconds: float = 1.0,
+        wait_seconds: float | None = None,
+        stop_at_end: bool = True,
+        stop: threading.Event | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if batch_size < 1 or clues < 0 or reload_seconds <= 0:
+            raise UsageError("the batch size and --reload-seconds must be positive, --clues >= 0")
+        self.source = source
+        self.decoder = decoder
+        self.watcher = watcher
+        self.sink = sink
+        self.dead_letters = dead_letters
+        self.batch_size = batch_size
+        self.clues = clues
+        self.reload_seconds = reload_seconds
+        self.wait_seconds = wait_seconds
+        self.stop_at_end = stop_at_end
+        self.stop = stop or threading.Event()
+        self.clock = clock
+        self.stats = PredictStats()
+
+    def wait_for_model(self) -> None:
+        """Block until every store has a good snapshot (or ``wait_seconds`` pass: then fail)."""
+        start = self.clock()
+        warned = False
+        while not self.watcher.check() and self.watcher.current is None:
+            if self.wait_seconds is not None and self.clock() - start >= self.wait_seconds:
+                dirs = ", ".join(str(s) for s in self.watcher.stores)
+                raise UsageError(f"no snapshot to serve in {dirs} (run 'streambayes learn' first)")
+            if not warned:
+                logger.warning("waiting for a first snapshot in %s", self.watcher.stores)
+                warned = True
+            if self.stop.wait(min(self.reload_seconds, 0.5)):
+                return
+
+    def run(self) -> PredictStats:
+        self.wait_for_model()
+        start = last_check = self.clock()
+        while not self.stop.is_set() and self.watcher.current is not None:
+            if self.clock() - last_check >= self.reload_seconds:
+                last_check = self.clock()
+                self.stats.reloads += self.watcher.check()
+            records = self.source.poll(self.batch_size, timeout=min(0.2, self.reload_seconds))
+            if records:
+                self._serve(records)
+            elif self.stop_at_end:
+                break
+        self.stats.seconds = self.clock() - start
+        self.stats.snapshot = self.watcher.current.label if self.watcher.current else None
+        return self.stats
+
+    def _serve(self, records: list) -> None:
+        polled = time.time()
+        self.stats.records += len(records)
+        good: list[Decoded] = []
+        for item in map(self.decoder.decode, records):
+            if isinstance(item, DeadLetter):
+                self._dead(item)
+            else:
+                good.append(item)
+        served = self.watcher.current
+        good, log_proba = self._predict(served.model, good)
+        classes = list(served.model.classes)
+        sink, topic = self.sink
+        for d, row in zip(good, log_proba, strict=True):
+            posterior = dict(zip(classes, np.exp(row).tolist(), strict=True))
+            decision = classes[int(np.argmax(row))] if classes else None
+            clues = served.model.clues_one(d.x, self.clues) if self.clues and classes else []
+            stamp = d.record.timestamp if d.record.timestamp is not None else polled * 1000
+            latency = max(0.0, time.time() * 1000 - stamp)
+            sink.send(topic, d.event.key or d.event.id, Posterior(
+                id=d.event.id, key=d.event.key, model=served.name, snapshot=served.label,
+                posterior=posterior, decision=decision, clues=clues, latency_ms=round(latency, 3)))
+        self.stats.posteriors += len(good)
+        sink.flush()
+        if self.dead_letters is not None:
+            self.dead_letters[0].flush()
+        commit = getattr(self.source, "commit", None)
+        if commit is not None:
+            commit(self.source.positions())
+
+    def _predict(self, model: Any, good: list[Decoded]) -> tuple[list[Decoded], np.ndarray]:
+        """Log-posteriors of the batch; events the model cannot featurize become dead letters."""
+        if not good:
+            return good, np.zeros((0, len(model.classes)))
+        try:
+            return good, model.predict_log_proba_many(model.featurize([d.x for d in good]))
+        except FeatureError:
+            kept, rows = [], []
+            for d in good:
+                try:
+                    rows.append(model.predict_log_proba_many(model.featurize([d.x]))[0])
+                    kept.append(d)
+                except FeatureError as exc:
+                    self._dead(dead_letter(d.record, "bad_feature", str(exc)))
+            return kept, np.array(rows).reshape(len(rows), len(model.classes))
+
+    def _dead(self, letter: DeadLetter) -> None:
+        self.stats.dead_letters[letter.reason] += 1
+        if self.dead_letters is None:
+            logger.warning("dead letter (%s) at %s[%d]@%d: %s", letter.reason, letter.source.topic,
+                           letter.source.partition, letter.source.offset, letter.error)
+            return
+        sink, topic = self.dead_letters
+        sink.send(topic, None, letter)
+
+
+def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | None = None,
+                group_options: dict[str, Any] | None = None) -> PredictStats:
+    """Build the parts of ``job`` and serve until the source ends (files) or ``stop`` is set."""
+    from streambayes.runtime.connect import open_sink, open_source
+    from streambayes.runtime.learn import _decoder
+
+    stop = stop or threading.Event()
+    if not job.snapshots:
+        raise UsageError("predict needs --snapshots DIR[,DIR...]")
+    stores = open_stores(job.snapshots)
+    source = open_source(job.source, settings, role="predict", fmt=job.format, stop=stop,
+                         group_options=group_options, follow=job.follow)
+    is_file = isinstance(source, FileSource)
+    try:
+        decoder = _decoder(source, job, require_label=False)
+        sink = open_sink(job.sink, settings, stop=stop)
+        dead = open_sink(job.dead_letter, settings, stop=stop) if job.dead_letter else None
+        wait = job.wait_seconds if job.wait_seconds is not None else (0.0 if is_file else None)
+        try:
+            loop = PredictLoop(source, decoder, ModelWatcher(stores), sink, dead_letters=dead,
+                               batch_size=job.batch_size, clues=job.clues,
+                               reload_seconds=job.reload_seconds, wait_seconds=wait,
+                               stop_at_end=is_file and not job.follow, stop=stop)
+            return loop.run()
+        finally:
+            sink[0].close()
+            if dead is not None:
+                dead[0].close()
+    finally:
+        source.close()
