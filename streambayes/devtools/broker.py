@@ -54,9 +54,9 @@ def tansu_broker(port: int | None = None, timeout: float = 15.0) -> Iterator[str
         _wait_for_port("127.0.0.1", port, process, timeout)
         yield f"127.0.0.1:{port}"
     finally:
-        process.terminate()
+        process.terminate()  # memory storage: nothing to save; Tansu lingers while clients are connected
         try:
-            process.wait(5)
+            process.wait(1)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()

@@ -28,11 +28,12 @@ import csv
 import io
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from streambayes.errors import UsageError
 from streambayes.runtime.events import DeadLetter, DeadLetterReason, Event, SourcePosition
@@ -41,6 +42,9 @@ from streambayes.runtime.sources import Format, Record
 _INT = re.compile(r"[+-]?\d+")
 _FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _OWN_REASONS = frozenset({"bad_feature", "empty_event"})
+
+
+_EVENT_BATCH = TypeAdapter(list[Event])
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +109,8 @@ class Decoder:
         self.key_field = key_field
         self.require_label = require_label
         self._columns: dict[str, int] = {}
+        self._plain_json = fmt == "jsonl" and label_field == "label" and \
+            text_field in (None, "text") and key_field in (None, "key")
         if fmt == "csv":
             self._init_csv(header)
 
@@ -124,6 +130,28 @@ class Decoder:
         self._feature_columns = [
             (name, i) for name, i in self._columns.items()
             if name not in (self.label_field, self.text_field, self.key_field)]
+
+    def decode_many(self, records: Sequence[Record]) -> list[Decoded | DeadLetter]:
+        """``decode`` of every record; plain JSONL records are validated as one batch.
+
+        Fast path: one pydantic ``validate_json`` of the whole batch as a list of :class:`Event`
+        (the same model, validators and all). If any record fails, every record of the batch is
+        decoded by :meth:`decode`, so the results are exactly those of ``decode``.
+        """
+        if not self._plain_json or len(records) < 2:
+            return [self.decode(r) for r in records]
+        try:
+            events = _EVENT_BATCH.validate_json(b"[" + b",".join(r.value for r in records) + b"]")
+        except ValidationError:
+            return [self.decode(r) for r in records]
+        out: list[Decoded | DeadLetter] = []
+        for record, event in zip(records, events, strict=True):
+            label = event.label if event.label and event.label.strip() else None
+            if label is None and self.require_label:
+                out.append(self.decode(record))
+            else:
+                out.append(Decoded(record, event, event.to_x(), label, event.weight))
+        return out
 
     def decode(self, record: Record) -> Decoded | DeadLetter:
         """The decoded event, or the dead letter that records why it is not one."""

@@ -170,7 +170,7 @@ class LearnLoop:
     def _learn(self, records: list) -> None:
         self.stats.records += len(records)
         good: list[Decoded] = []
-        for item in map(self.decoder.decode, records):
+        for item in self.decoder.decode_many(records):
             if isinstance(item, DeadLetter):
                 self._dead(item)
             else:

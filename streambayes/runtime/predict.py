@@ -164,7 +164,7 @@ class PredictLoop:
         polled = time.time()
         self.stats.records += len(records)
         good: list[Decoded] = []
-        for item in map(self.decoder.decode, records):
+        for item in self.decoder.decode_many(records):
             if isinstance(item, DeadLetter):
                 self._dead(item)
             else:

@@ -118,7 +118,7 @@ def replay(
             break
         result.records += len(records)
         good: list[Decoded] = []
-        for item in map(decoder.decode, records):
+        for item in decoder.decode_many(records):
             if isinstance(item, DeadLetter):
                 _send(dead_letters, result, item)
             else:

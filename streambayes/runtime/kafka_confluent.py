@@ -1,0 +1,516 @@
+"""Kafka through confluent-kafka (librdkafka): the same sources, sink and helpers as
+:mod:`streambayes.runtime.kafka_python`, selected with ``STREAMBAYES_KAFKA_CLIENT=confluent``.
+
+- :class:`AssignedSource` assigns partitions explicitly. librdkafka needs a ``group.id`` for
+  any consumer: without ``group`` a private one is generated and :meth:`AssignedSource.commit`
+  does nothing. The assignment is made at the first poll with the start offsets in it (a
+  ``seek`` right after ``assign`` can fail with "Erroneous state"); later seeks are seeks.
+- :class:`GroupSource` subscribes in a consumer group; :class:`KafkaSink` produces with
+  ``acks=all``, idempotence and the Java client's ``murmur2`` partitioner, so a key lands in
+  the same partition whichever backend produced it.
+
+librdkafka reconnects by itself; while the broker is down ``poll`` waits out its timeout and
+returns ``[]``. Its log lines go to the ``streambayes.runtime.kafka_confluent.librdkafka``
+logger instead of stderr (critical ones only, unless ``debug`` is among the options), and
+client errors are logged here, each kind at most once per ``_QUIET`` seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from streambayes.errors import BrokerError, NetworkUnavailable
+from streambayes.runtime.retry import Backoff, retrying
+from streambayes.runtime.sinks import key_bytes, to_bytes
+from streambayes.runtime.sources import Positions, Record
+
+NAME = "confluent"
+logger = logging.getLogger(__name__)
+
+_SECURITY_NAMES = {
+    "security_protocol": "security.protocol",
+    "sasl_mechanism": "sasl.mechanism",
+    "sasl_username": "sasl.username",
+    "sasl_password": "sasl.password",
+    "ssl_cafile": "ssl.ca.location",
+    "ssl_certfile": "ssl.certificate.location",
+    "ssl_keyfile": "ssl.key.location",
+}
+_TIMEOUT = 10.0  # seconds for a metadata, offsets or admin request
+_QUIET = 30.0  # seconds between two log lines about the same client error
+_LIBRDKAFKA_LOG = logging.getLogger(__name__ + ".librdkafka")
+
+
+def client_options(security: Mapping[str, Any] | None = None,
+                   extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """librdkafka properties from neutral security names plus raw ``extra`` properties.
+
+    >>> client_options({"sasl_username": "u", "security_protocol": "SASL_SSL"}, {"linger.ms": 5})
+    {'sasl.username': 'u', 'security.protocol': 'SASL_SSL', 'linger.ms': 5}
+    """
+    options = {_SECURITY_NAMES[name]: value for name, value in (security or {}).items()}
+    options.update(extra or {})
+    return options
+
+
+class _ErrorLog:
+    """An ``error_cb`` that logs each kind of client error at most once per ``_QUIET`` seconds."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.last: dict[int, float] = {}
+        self.fatal: KafkaError | None = None
+
+    def __call__(self, error: KafkaError) -> None:
+        if error.fatal():
+            self.fatal = error
+        now = time.monotonic()
+        if now - self.last.get(error.code(), -_QUIET) >= _QUIET:
+            self.last[error.code()] = now
+            logger.warning("%s: %s", self.what, error.str())
+
+
+def _fatal(exc: BaseException) -> KafkaError | None:
+    """The fatal :class:`KafkaError` behind ``exc`` (or its cause), if it is one."""
+    for e in (exc, exc.__cause__):
+        error = e.args[0] if isinstance(e, KafkaException) and e.args else None
+        if isinstance(error, KafkaError) and (error.fatal() or error.code() == KafkaError._FATAL):
+            return error
+    return None
+
+
+def _poll(consumer: Consumer, max_records: int, timeout: float, topic: str,
+          next_offsets: dict[int, int], errors: _ErrorLog, backoff: Backoff) -> list[Record]:
+    """Records from one ``consume`` (errors logged), updating the next offsets per partition.
+
+    Only errors and no record: back off (librdkafka retries by itself; do not spin meanwhile).
+    """
+    try:
+        messages = consumer.consume(max_records, timeout)
+    except KafkaException as exc:
+        errors(exc.args[0])
+        backoff.wait()
+        return []
+    out: list[Record] = []
+    failed = False
+    for m in messages:
+        error = m.error()
+        if error is not None:
+            if error.code() != KafkaError._PARTITION_EOF:
+                errors(error)
+                failed = True
+            continue
+        kind, ts = m.timestamp()
+        partition, offset = m.partition(), m.offset()
+        out.append(Record(m.value() or b"", m.key(), topic, partition, offset,
+                          None if kind == TIMESTAMP_NOT_AVAILABLE else ts))
+        next_offsets[partition] = offset + 1
+    if failed and not out:
+        backoff.wait()
+    else:
+        backoff.reset()
+    return out
+
+
+def _config(bootstrap: str, defaults: Mapping[str, Any],
+            options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Client properties: ours, then ``options``; librdkafka logs to Python logging (errors
+    reach ``error_cb``, so only its critical lines unless ``debug`` is asked for)."""
+    config = {"bootstrap.servers": bootstrap, "logger": _LIBRDKAFKA_LOG, "log_level": 2,
+              "log.connection.close": False, **defaults, **dict(options or {})}
+    if "debug" in config and "log_level" not in (options or {}):
+        config["log_level"] = 7
+    return config
+
+
+def _consumer_config(bootstrap: str, group: str, options: Mapping[str, Any] | None,
+                     errors: _ErrorLog, auto_offset_reset: str) -> dict[str, Any]:
+    return _config(bootstrap, {"group.id": group, "enable.auto.commit": False,
+                               "enable.auto.offset.store": False,
+                               "auto.offset.reset": auto_offset_reset,
+                               "fetch.wait.max.ms": 50, "error_cb": errors}, options)
+
+
+class AssignedSource:
+    """Records of one topic from explicitly assigned partitions (DESIGN §4: the learner's source).
+
+    ``partitions=None`` means every partition of the topic, including ones added later.
+    ``group`` is used only to commit offsets for lag monitoring (:meth:`commit`); the positions
+    in the snapshot are the truth. ``connect_deadline`` (seconds) makes an unreachable broker an
+    error instead of a wait.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        *,
+        partitions: Sequence[int] | None = None,
+        group: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        stop: threading.Event | None = None,
+        refresh_seconds: float = 5.0,
+        connect_deadline: float | None = None,
+    ) -> None:
+        self.topic = topic
+        self.stop = stop or threading.Event()
+        self.wanted = None if partitions is None else sorted(set(partitions))
+        self.group = group
+        self.refresh_seconds = refresh_seconds
+        self._errors = _ErrorLog(f"consumer of {topic}")
+        self._consumer = Consumer(_consumer_config(
+            bootstrap, group or f"streambayes-assigned-{uuid.uuid4().hex}", options, self._errors,
+            "earliest"))
+        retrying(lambda: self._consumer.list_topics(timeout=_TIMEOUT), f"connect to {bootstrap}",
+                 (KafkaException,), self.stop, deadline=connect_deadline)
+        self._next: dict[int, int] = {}  # partition -> next offset, where known
+        self.assigned: list[int] = []  # the partitions read ...
+        self._live = False  # ... and whether the client has them (assigned at the next poll)
+        self._missing: list[int] = []  # wanted partitions the topic does not have (yet)
+        self._last_refresh = -float("inf")
+        self._backoff = Backoff(stop=self.stop)
+        self._refresh(_TIMEOUT)
+
+    # -- partitions ---------------------------------------------------------------------------
+    def available(self, timeout: float = _TIMEOUT) -> list[int] | None:
+        """The topic's partitions ([] if the topic is unknown; None if metadata is unavailable)."""
+        try:
+            meta = self._consumer.list_topics(self.topic, timeout=timeout)
+        except KafkaException as exc:
+            self._errors(exc.args[0])
+            return None
+        found = meta.topics.get(self.topic)
+        if found is None or found.error is not None:
+            return []
+        return sorted(found.partitions)
+
+    def refresh(self) -> None:
+        """Re-read the topic's partitions now and assign the wanted ones that exist."""
+        self._refresh(_TIMEOUT)
+
+    def _refresh(self, timeout: float) -> None:
+        available = self.available(timeout)
+        self._last_refresh = time.monotonic()
+        if available is None:  # broker unreachable: keep reading what is assigned
+            return
+        desired = available if self.wanted is None else [p for p in self.wanted if p in available]
+        missing = [] if self.wanted is None else sorted(set(self.wanted) - set(available))
+        if missing and missing != self._missing:
+            logger.warning("topic %s has no partition %s yet; waiting for it", self.topic, missing)
+        self._missing = missing
+        if desired == self.assigned:
+            return
+        new = [p for p in desired if p not in self.assigned]
+        for p in new:
+            logger.info("reading %s[%d] from %s", self.topic, p, self._next.get(p, "the beginning"))
+        if self._live:  # only the changes: the other partitions keep their fetch queues
+            gone = [p for p in self.assigned if p not in desired]
+            if gone:
+                self._consumer.incremental_unassign([TopicPartition(self.topic, p) for p in gone])
+            self._consumer.incremental_assign(self._starts(new))
+        self.assigned = desired
+
+    def _starts(self, partitions: list[int]) -> list[TopicPartition]:
+        """Each partition at its next offset, or at the beginning when unknown."""
+        return [TopicPartition(self.topic, p, self._next.get(p, OFFSET_BEGINNING))
+                for p in partitions]
+
+    # -- the Source protocol --------------------------------------------------------------------
+    def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
+        """Up to ``max_records`` records; waits up to ``timeout`` s when none are ready."""
+        if time.monotonic() - self._last_refresh >= self.refresh_seconds:
+            self._refresh(min(2.0, max(timeout, 0.5)))  # a broker that is down: one short wait
+        if not self.assigned:
+            self.stop.wait(max(timeout, 0.05))
+            return []
+        if not self._live:  # start offsets go in the assignment (a seek now could fail)
+            self._consumer.assign(self._starts(self.assigned))
+            self._live = True
+        return _poll(self._consumer, max_records, timeout, self.topic, self._next, self._errors,
+                     self._backoff)
+
+    def positions(self) -> Positions:
+        """{topic: {partition: next offset}} for every partition read or sought."""
+        return {self.topic: {str(p): off for p, off in sorted(self._next.items())}}
+
+    def seek(self, positions: Mapping[str, Mapping[str, int]]) -> None:
+        """Resume at ``positions[topic]``; partitions not named there restart at the beginning."""
+        stored = positions.get(self.topic, {})
+        self._next = {int(p): int(off) for p, off in stored.items()}
+        if not self._live:
+            return
+        try:  # a seek purges what was fetched from the old position
+            for tp in self._starts(self.assigned):
+                self._consumer.seek(tp)
+        except KafkaException as exc:  # not fetching yet ("Erroneous state"): assign afresh
+            logger.info("seek of %s failed (%s); assigning again", self.topic, exc.args[0].str())
+            self._consumer.unassign()
+            self._live = False
+
+    def commit(self, positions: Mapping[str, Mapping[str, int]]) -> None:
+        """Commit ``positions`` to the consumer group, for lag monitoring only (best effort)."""
+        if self.group is None:
+            return
+        offsets = [TopicPartition(self.topic, int(p), int(off))
+                   for p, off in positions.get(self.topic, {}).items() if int(p) in self.assigned]
+        if not offsets:
+            return
+        try:
+            self._consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            logger.warning("offset commit for lag monitoring failed: %s", exc.args[0].str())
+
+    # -- ranges for replay ----------------------------------------------------------------------
+    def _watermarks(self) -> dict[int, tuple[int, int]]:
+        marks = {}
+        for p in self.assigned:
+            try:
+                marks[p] = self._consumer.get_watermark_offsets(TopicPartition(self.topic, p),
+                                                                timeout=_TIMEOUT)
+            except KafkaException as exc:
+                raise BrokerError(f"offsets of {self.topic}[{p}] unavailable: "
+                                  f"{exc.args[0].str()}") from exc
+        return marks
+
+    def end_offsets(self) -> dict[int, int]:
+        return {p: high for p, (_low, high) in self._watermarks().items()}
+
+    def beginning_offsets(self) -> dict[int, int]:
+        return {p: low for p, (low, _high) in self._watermarks().items()}
+
+    def offsets_for_time(self, ms: int) -> dict[int, int | None]:
+        """Per partition, the first offset with a timestamp >= ``ms`` (None: no such record)."""
+        query = [TopicPartition(self.topic, p, ms) for p in self.assigned]
+        try:
+            found = self._consumer.offsets_for_times(query, timeout=_TIMEOUT)
+        except KafkaException as exc:
+            raise BrokerError(f"offsets of {self.topic} at {ms} ms unavailable: "
+                              f"{exc.args[0].str()}") from exc
+        return {tp.partition: (None if tp.offset < 0 else tp.offset) for tp in found}
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+class GroupSource:
+    """Records of one topic read in a consumer group (DESIGN §4: predictors scale out this way).
+
+    :meth:`commit` commits the offsets of records whose results were flushed; after a rebalance
+    another member resumes from there (at least once).
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        *,
+        group: str,
+        options: Mapping[str, Any] | None = None,
+        stop: threading.Event | None = None,
+        auto_offset_reset: str = "earliest",
+    ) -> None:
+        self.topic = topic
+        self.group = group
+        self.stop = stop or threading.Event()
+        self._errors = _ErrorLog(f"group {group} on {topic}")
+        self._consumer = Consumer(_consumer_config(bootstrap, group, options, self._errors,
+                                                   auto_offset_reset))
+        self._consumer.subscribe([topic])
+        self._next: dict[int, int] = {}
+        self._backoff = Backoff(stop=self.stop)
+
+    def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
+        return _poll(self._consumer, max_records, timeout, self.topic, self._next, self._errors,
+                     self._backoff)
+
+    def positions(self) -> Positions:
+        return {self.topic: {str(p): off for p, off in sorted(self._next.items())}}
+
+    def seek(self, positions: Mapping[str, Mapping[str, int]]) -> None:
+        raise BrokerError("a consumer-group source resumes from the group's committed offsets")
+
+    def commit(self, positions: Mapping[str, Mapping[str, int]]) -> None:
+        """Commit the next offsets of partitions still assigned to this member."""
+        owned = {tp.partition for tp in self._consumer.assignment()}
+        offsets = [TopicPartition(self.topic, int(p), int(off))
+                   for p, off in positions.get(self.topic, {}).items() if int(p) in owned]
+        if offsets:
+            try:
+                self._consumer.commit(offsets=offsets, asynchronous=False)
+            except KafkaException as exc:  # a rebalance: the new owner re-reads from the last commit
+                logger.warning("offset commit failed (%s); those events may be predicted twice",
+                               exc.args[0].str())
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+class KafkaSink:
+    """Produce to Kafka with ``acks=all`` (idempotent unless ``idempotent=False``).
+
+    ``send`` queues; ``flush`` blocks until every queued message is acknowledged, re-sending
+    failures with backoff, and raises :class:`~streambayes.errors.NetworkUnavailable` (a
+    :class:`~streambayes.errors.BrokerError`) only when stopped first. A producer that failed
+    for good (a fatal idempotence error) is replaced and its messages re-sent.
+    """
+
+    def __init__(self, bootstrap: str, *, options: Mapping[str, Any] | None = None,
+                 stop: threading.Event | None = None, idempotent: bool = True,
+                 linger_ms: int = 5) -> None:
+        self.stop = stop or threading.Event()
+        self.count = 0
+        self._errors = _ErrorLog("producer")
+        self._config = _config(bootstrap, {
+            "acks": "all", "linger.ms": linger_ms, "enable.idempotence": idempotent,
+            "partitioner": "murmur2_random",  # the Java client's (and kafka-python's) partitions
+            "message.timeout.ms": 120_000,  # then re-sent; kafka-python's delivery timeout
+            "on_delivery": self._delivered, "error_cb": self._errors}, options)
+        self._producer = Producer(self._config)
+        self._in_flight = 0  # produced, delivery report not yet served
+        self.renewals = 0  # producers replaced after a fatal error or failed deliveries
+        self._failed: list[tuple[str, bytes | None, bytes, KafkaError]] = []
+
+    def _delivered(self, error: KafkaError | None, message: Message) -> None:
+        self._in_flight -= 1
+        if error is not None:
+            self._failed.append((message.topic(), message.key(), message.value(), error))
+
+    def send(self, topic: str, key: str | bytes | None, value: Any) -> None:
+        self._produce(topic, key_bytes(key), to_bytes(value))
+        self.count += 1
+
+    def _produce(self, topic: str, key: bytes | None, value: bytes) -> None:
+        while True:
+            try:
+                self._producer.produce(topic, value, key)
+                break
+            except BufferError:  # the local queue is full: wait for deliveries to make room
+                before = self._in_flight
+                self._serve(0.5)
+                if self.stop.is_set() and self._in_flight == before:
+                    raise NetworkUnavailable(f"stopped while the queue to {topic} was full") from None
+            except KafkaException as exc:
+                if not _fatal(exc):
+                    raise BrokerError(f"cannot send to {topic}: {exc.args[0].str()}") from exc
+                self._renew(f"it failed for good ({exc.args[0].str()})")
+        self._in_flight += 1
+        self._serve(0)  # delivery reports as we go
+
+    def _serve(self, timeout: float) -> None:
+        """Serve delivery reports for up to ``timeout`` s; a fatal error replaces the producer."""
+        try:
+            if timeout:
+                self._producer.flush(timeout)
+            else:
+                self._producer.poll(0)
+        except (KafkaException, SystemError) as exc:  # SystemError: raised past a callback
+            error = _fatal(exc)
+            if error is None:
+                raise
+            self._errors.fatal = error
+        if self._errors.fatal is not None:
+            self._renew(f"it failed for good ({self._errors.fatal.str()})")
+
+    def _renew(self, reason: str) -> None:
+        """Replace the producer; its queued messages come back as failed, to be re-sent."""
+        logger.warning("starting a new producer: %s", reason)
+        error, self._errors.fatal = self._errors.fatal, None
+        self._producer.purge()
+        for _ in range(2):  # the purged messages' reports join _failed (a fatal error raises once)
+            with contextlib.suppress(KafkaException, SystemError):
+                self._producer.flush(1.0)
+        if error is not None and error.code() in (KafkaError._UNSUPPORTED_FEATURE,
+                                                  KafkaError.UNSUPPORTED_VERSION):
+            logger.warning("broker does not support idempotent producers; using acks=all only")
+            self._config["enable.idempotence"] = False
+        self._producer = Producer(self._config)
+        self.renewals += 1
+
+    def flush(self) -> None:
+        """Return once everything sent is acknowledged; re-send failures (backoff) until then."""
+        backoff = Backoff(stop=self.stop)
+        while True:
+            before, renewals = self._in_flight, self.renewals
+            self._serve(0.5)
+            if not self._failed:
+                if self._in_flight <= 0:
+                    return
+                if self.stop.is_set() and self._in_flight == before:
+                    raise NetworkUnavailable(
+                        f"stopped with {self._in_flight} messages not acknowledged")
+                continue
+            failed, self._failed = self._failed, []
+            logger.warning("delivery of %d messages to %s failed (%s); re-sending", len(failed),
+                           failed[0][0], failed[0][3].str())
+            if not backoff.wait():
+                self._failed = failed + self._failed
+                raise NetworkUnavailable(
+                    f"stopped with {len(failed) + self._in_flight} messages not acknowledged")
+            if self._config["enable.idempotence"] and renewals == self.renewals:
+                self._renew("deliveries failed (its producer id may be unusable)")
+                failed, self._failed = failed + self._failed, []
+            for topic, key, value, _error in failed:
+                self._produce(topic, key, value)
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            if self._in_flight > 0:  # stopped with the broker away: do not wait for it
+                self._producer.purge()
+                self._producer.flush(0)
+            close = getattr(self._producer, "close", None)  # confluent-kafka >= 2.12
+            if close is not None:
+                close()
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = 1, *,
+                 options: Mapping[str, Any] | None = None) -> bool:
+    """Create ``topic`` with ``partitions`` partitions; False if it already exists."""
+    admin = AdminClient(_config(bootstrap, {}, options))
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+                                  request_timeout=_TIMEOUT)
+    try:
+        futures[topic].result(timeout=3 * _TIMEOUT)
+        return True
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            return False
+        raise BrokerError(f"cannot create topic {topic}: {exc.args[0].str()}") from exc
+
+
+def wait_for_records(bootstrap: str, topic: str, count: int, *, timeout: float = 30.0,
+                     options: Mapping[str, Any] | None = None) -> list[Record]:
+    """Read ``topic`` from the beginning of every partition until ``count`` records (tests, tools).
+
+    Raises :class:`~streambayes.errors.BrokerError` with what was found if ``timeout`` passes first.
+    """
+    source = AssignedSource(bootstrap, topic, options=options, refresh_seconds=0.5)
+    out: list[Record] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < count and time.monotonic() < deadline:
+            out.extend(source.poll(10_000, timeout=0.2))
+    finally:
+        source.close()
+    if len(out) < count:
+        raise BrokerError(f"{topic}: found {len(out)} records, expected {count} within {timeout:g} s")
+    return out

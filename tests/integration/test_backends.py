@@ -1,0 +1,271 @@
+"""Both Kafka client backends against a real broker: one behaviour, two clients (DESIGN §4–§5).
+
+Every test runs once with kafka-python and once with confluent-kafka (librdkafka). The broker
+can report end offsets one produce batch short, so tests wait for record counts, never for
+end offsets; consumer-group tests use a 6 s session timeout (a join then takes ~3 s).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from types import ModuleType
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from streambayes.devtools.broker import free_port, tansu_broker
+from streambayes.errors import BrokerError
+from streambayes.runtime import kafka_confluent, kafka_python
+from streambayes.runtime.sources import Record
+
+GROUP_OPTIONS = {
+    "kafka-python": {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000},
+    "confluent": {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
+}
+
+
+@pytest.fixture(params=[kafka_python, kafka_confluent], ids=lambda module: module.NAME)
+def backend(request) -> ModuleType:
+    return request.param
+
+
+def produce(backend: ModuleType, bootstrap: str, topic: str, first: int, last: int) -> None:
+    """Send events ``first..last-1`` as ``{"i": n}`` with key ``k<n>``, flushed."""
+    sink = backend.KafkaSink(bootstrap)
+    for n in range(first, last):
+        sink.send(topic, f"k{n}", {"i": n})
+    sink.flush()
+    assert sink.count == last - first
+    sink.close()
+
+
+def read(source, count: int, *, timeout: float = 15.0, linger: float = 0.0) -> list[Record]:
+    """Poll until ``count`` records (then ``linger`` s more, to catch any extra ones)."""
+    out: list[Record] = []
+    deadline = time.monotonic() + timeout
+    while len(out) < count and time.monotonic() < deadline:
+        out.extend(source.poll(1000, timeout=0.2))
+    end = time.monotonic() + linger
+    while time.monotonic() < end:
+        out.extend(source.poll(1000, timeout=0.1))
+    assert len(out) == count, f"expected {count} records, got {len(out)}"
+    return out
+
+
+def numbers(records: list[Record]) -> list[int]:
+    return sorted(json.loads(r.value)["i"] for r in records)
+
+
+def next_offsets(records: list[Record]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for r in records:
+        found[str(r.partition)] = max(found.get(str(r.partition), 0), r.offset + 1)
+    return dict(sorted(found.items()))
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[str, int]:
+    """The group's committed offsets, read with a third client (librdkafka's, no group join)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 2})
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)],
+                                   timeout=10)
+    finally:
+        consumer.close()
+    return {str(tp.partition): tp.offset for tp in found if tp.offset >= 0}
+
+
+def test_assigned_source_reads_everything_then_resumes_from_positions(backend, bootstrap,
+                                                                      new_topic):
+    topic = new_topic(3)
+    group = f"lag-{uuid.uuid4().hex[:8]}"
+    produce(backend, bootstrap, topic, 0, 30)
+    source = backend.AssignedSource(bootstrap, topic, group=group)
+    records = read(source, 30)
+    assert numbers(records) == list(range(30))
+    assert all(r.key == f"k{json.loads(r.value)['i']}".encode() for r in records)
+    assert all(r.topic == topic and r.timestamp and r.timestamp > 0 for r in records)
+    assert len({r.partition for r in records}) > 1  # keys spread over partitions
+    for p in {r.partition for r in records}:  # each partition read in order, from 0
+        assert [r.offset for r in records if r.partition == p] == list(
+            range(sum(r.partition == p for r in records)))
+    positions = source.positions()
+    assert positions == {topic: next_offsets(records)}
+    source.commit(positions)  # for lag monitoring only
+    assert committed(bootstrap, group, topic, 3) == positions[topic]
+    source.close()
+
+    produce(backend, bootstrap, topic, 30, 40)
+    resumed = backend.AssignedSource(bootstrap, topic)
+    resumed.seek(positions)
+    assert numbers(read(resumed, 10, linger=0.5)) == list(range(30, 40))
+    resumed.close()
+
+
+def test_offset_ranges_for_replay(backend, bootstrap, new_topic):
+    """Tansu answers a time after the last record with offset 0 where Kafka says "none" (-1),
+    so that case is not asserted here."""
+    topic = new_topic(2)
+    sink = backend.KafkaSink(bootstrap)
+    for n in range(10):
+        sink.send(topic, f"k{n}", {"i": n})
+    sink.flush()
+    time.sleep(0.2)
+    middle = int(time.time() * 1000)
+    time.sleep(0.2)
+    for n in range(10, 20):
+        sink.send(topic, f"k{n}", {"i": n})
+    sink.close()
+    records = backend.wait_for_records(bootstrap, topic, 20)
+    source = backend.AssignedSource(bootstrap, topic)
+    assert source.beginning_offsets() == {0: 0, 1: 0}
+    assert source.offsets_for_time(0) == {0: 0, 1: 0}
+    assert source.offsets_for_time(middle) == {
+        p: min(r.offset for r in records if r.partition == p and r.timestamp >= middle)
+        for p in (0, 1)}
+    truth = {int(p): off for p, off in next_offsets(records).items()}
+    ends = source.end_offsets()  # may be one produce batch short on Tansu
+    assert ends.keys() == {0, 1} and all(0 < ends[p] <= truth[p] for p in ends)
+    source.close()
+
+
+def test_seek_to_a_middle_offset_and_one_partition_only(backend, bootstrap, new_topic):
+    topic = new_topic(3)
+    produce(backend, bootstrap, topic, 0, 60)
+    everything = backend.wait_for_records(bootstrap, topic, 60)
+    by_partition = {p: [r for r in everything if r.partition == p] for p in range(3)}
+    assert all(len(rs) >= 4 for rs in by_partition.values())
+
+    source = backend.AssignedSource(bootstrap, topic, partitions=[1])
+    ones = read(source, len(by_partition[1]), linger=0.5)
+    assert {r.partition for r in ones} == {1}
+    middle = len(ones) // 2
+    source.seek({topic: {"1": middle}})
+    again = read(source, len(ones) - middle, linger=0.5)
+    assert [(r.offset, r.value) for r in again] == [(r.offset, r.value) for r in ones[middle:]]
+    assert source.positions() == {topic: {"1": len(ones)}}
+    source.close()
+
+    source = backend.AssignedSource(bootstrap, topic)  # partitions not named: from the beginning
+    read(source, 60)
+    source.seek({topic: {"0": 2}})
+    expected = [r for r in everything if r.partition != 0 or r.offset >= 2]
+    assert sorted((r.partition, r.offset) for r in read(source, len(expected), linger=0.5)) == \
+        sorted((r.partition, r.offset) for r in expected)
+    source.close()
+
+
+def test_partitions_that_appear_later_are_picked_up(backend, bootstrap):
+    topic = f"later-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    every = backend.AssignedSource(bootstrap, topic, refresh_seconds=0.3)
+    second = backend.AssignedSource(bootstrap, topic, partitions=[1], refresh_seconds=0.3)
+    assert every.poll(100, timeout=0.2) == [] and second.poll(100, timeout=0.2) == []
+    backend.create_topic(bootstrap, topic, 2)
+    produce(backend, bootstrap, topic, 0, 20)
+    records = read(every, 20)
+    assert numbers(records) == list(range(20))
+    expected = sorted(r.offset for r in records if r.partition == 1)
+    assert sorted(r.offset for r in read(second, len(expected), linger=0.5)) == expected
+    every.close()
+    second.close()
+
+
+def test_a_missing_partition_is_waited_for_with_a_warning(backend, bootstrap, new_topic, caplog):
+    topic = new_topic(1)
+    produce(backend, bootstrap, topic, 0, 5)
+    with caplog.at_level(logging.WARNING, logger=backend.__name__):
+        source = backend.AssignedSource(bootstrap, topic, partitions=[0, 3])
+        assert numbers(read(source, 5, linger=0.3)) == list(range(5))
+    assert f"topic {topic} has no partition [3] yet" in caplog.text
+    source.close()
+
+
+def test_group_source_reads_once_and_a_new_member_resumes_after_the_commit(backend, bootstrap,
+                                                                           new_topic):
+    topic = new_topic(2)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    options = GROUP_OPTIONS[backend.NAME]
+    produce(backend, bootstrap, topic, 0, 20)
+    member = backend.GroupSource(bootstrap, topic, group=group, options=options)
+    records = read(member, 20, timeout=20, linger=0.3)
+    assert numbers(records) == list(range(20))
+    assert member.positions() == {topic: next_offsets(records)}
+    with pytest.raises(BrokerError, match="committed offsets"):
+        member.seek({topic: {"0": 0}})
+    member.commit(member.positions())
+    member.close()
+
+    produce(backend, bootstrap, topic, 20, 25)
+    successor = backend.GroupSource(bootstrap, topic, group=group, options=options)
+    assert numbers(read(successor, 5, timeout=20, linger=0.5)) == list(range(20, 25))
+    successor.close()
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_sink_flush_delivers_everything(backend, bootstrap, new_topic, idempotent):
+    topic = new_topic(2)
+    sink = backend.KafkaSink(bootstrap, idempotent=idempotent)
+    for n in range(2000):
+        sink.send(topic, None if n % 2 else f"k{n}", {"i": n, "text": "x" * 100})
+    sink.flush()
+    assert sink.count == 2000
+    sink.close()
+    records = backend.wait_for_records(bootstrap, topic, 2000)
+    assert numbers(records) == list(range(2000))
+
+
+def test_both_backends_put_a_key_in_the_same_partition(bootstrap, new_topic):
+    topic = new_topic(4)
+    produce(kafka_python, bootstrap, topic, 0, 40)
+    produce(kafka_confluent, bootstrap, topic, 0, 40)
+    placed: dict[bytes | None, set[int]] = {}
+    for r in kafka_confluent.wait_for_records(bootstrap, topic, 80):
+        placed.setdefault(r.key, set()).add(r.partition)
+    assert len(placed) == 40 and all(len(ps) == 1 for ps in placed.values())
+
+
+@pytest.mark.parametrize(("backend", "expected"), [
+    (kafka_python, {"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",
+                    "sasl_plain_username": "u", "sasl_plain_password": "p",
+                    "ssl_cafile": "/ca.pem", "ssl_certfile": "/c.pem", "ssl_keyfile": "/k.pem",
+                    "client_id": "x"}),
+    (kafka_confluent, {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+                       "sasl.username": "u", "sasl.password": "p", "ssl.ca.location": "/ca.pem",
+                       "ssl.certificate.location": "/c.pem", "ssl.key.location": "/k.pem",
+                       "client_id": "x"}),
+], ids=["kafka-python", "confluent"])
+def test_client_options_map_the_security_names(backend, expected):
+    security = {"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN", "sasl_username": "u",
+                "sasl_password": "p", "ssl_cafile": "/ca.pem", "ssl_certfile": "/c.pem",
+                "ssl_keyfile": "/k.pem"}
+    assert backend.client_options(security, {"client_id": "x"}) == expected
+    assert backend.client_options(None, None) == {}
+
+
+def test_a_source_waits_while_the_broker_is_down_and_reconnects(backend):
+    """The broker keeps topics in memory: after the restart the topic is created again, and
+    the same source object goes on from its positions in it."""
+    port = free_port()
+    stop = threading.Event()
+    with tansu_broker(port) as address:
+        backend.create_topic(address, "down", 1)
+        produce(backend, address, "down", 0, 5)
+        source = backend.AssignedSource(address, "down", stop=stop, refresh_seconds=1.0)
+        assert numbers(read(source, 5)) == list(range(5))
+
+    started = time.monotonic()
+    for _ in range(5):
+        assert source.poll(100, timeout=0.2) == []
+    waited = time.monotonic() - started
+    assert 1.0 <= waited < 15.0  # each poll waited: no busy loop, no hang
+
+    with tansu_broker(port) as address:
+        backend.create_topic(address, "down", 1)
+        produce(backend, address, "down", 0, 8)  # offsets 0..7; the source is at 5
+        assert numbers(read(source, 3, timeout=20, linger=0.5)) == [5, 6, 7]
+        assert source.positions() == {"down": {"0": 8}}
+        source.close()
