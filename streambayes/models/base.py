@@ -199,19 +199,35 @@ class NaiveBayesBase:
         terms.sort(key=lambda t: -abs(t[1]))
         return terms[:k]
 
+    def clues_many(self, X: Sequence[Mapping], k: int = 5) -> list[list[tuple[str, float]]]:
+        """``clues_one`` of every event, featurized and scored as one batch (same results)."""
+        if len(self._classes) < 2:
+            return [[] for _ in X]
+        batch = self.featurize(X, keep_words=True)
+        jll = self.joint_log_likelihood_many(batch)
+        out = []
+        for i in range(batch.n):
+            terms = [t for t in self._terms(batch.slice(i, i + 1), jll[i]) if t[0] != "prior"]
+            terms.sort(key=lambda t: -abs(t[1]))
+            out.append(terms[:k])
+        return out
+
     def log_odds_terms(self, x: Mapping) -> list[tuple[str, float]]:
         """Every term of the log-odds between the predicted class and the runner-up."""
         if len(self._classes) < 2:
             return []
         batch = self.featurize([x], keep_words=True)
-        jll = self.joint_log_likelihood_many(batch)[0]
+        return self._terms(batch, self.joint_log_likelihood_many(batch)[0])
+
+    def _terms(self, one: Batch, jll: np.ndarray) -> list[tuple[str, float]]:
+        """The log-odds terms of a one-event batch whose joint log-likelihoods are ``jll``."""
         order = np.argsort(-jll, kind="stable")
         a, b = order[0], order[1]
         prior = self._log_prior() if (self.use_prior or len(self._classes) == 1) else None
         terms = [] if prior is None else [("prior", float(prior[a] - prior[b]))]
         scale = self._forget.to_true()
         for comp in self._components:
-            for name, vec in comp.contributions(batch, scale):
+            for name, vec in comp.contributions(one, scale):
                 terms.append((name, float(vec[a] - vec[b])))
         return terms
 

@@ -197,7 +197,9 @@ class Gaussian:
         if not batch.numeric or not len(self.fields):
             return []
         known, logpdf = self._log_density(batch, scale)
-        return [(str(self.fields.values[i]), logpdf[0, :, j]) for j, i in enumerate(known)]
+        values, _ = self._matrix(batch, add=False)  # a missing value (NaN) is no clue
+        return [(str(self.fields.values[i]), logpdf[0, :, j]) for j, i in enumerate(known)
+                if not np.isnan(values[0, i])]
 
     def scale(self, factor: float) -> None:
         self.stats.scale(factor)

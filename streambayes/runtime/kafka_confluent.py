@@ -103,8 +103,13 @@ def _poll(consumer: Consumer, max_records: int, timeout: float, topic: str,
 
     Only errors and no record: back off (librdkafka retries by itself; do not spin meanwhile).
     """
-    try:
-        messages = consumer.consume(max_records, timeout)
+    try:  # what is already fetched, else wait for the first record only (consume(n, t) would
+        # wait for all n: at a low rate every batch would be held for the whole timeout)
+        messages = consumer.consume(max_records, 0)
+        if not messages and timeout > 0:
+            messages = consumer.consume(1, timeout)
+            if messages and max_records > 1:
+                messages += consumer.consume(max_records - 1, 0)
     except KafkaException as exc:
         errors(exc.args[0])
         backoff.wait()

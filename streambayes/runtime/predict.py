@@ -173,10 +173,9 @@ class PredictLoop:
         good, log_proba = self._predict(served.model, good)
         classes = list(served.model.classes)
         sink, topic = self.sink
-        for d, row in zip(good, log_proba, strict=True):
+        for d, row, clues in zip(good, log_proba, self._clues(served.model, good), strict=True):
             posterior = dict(zip(classes, np.exp(row).tolist(), strict=True))
             decision = classes[int(np.argmax(row))] if classes else None
-            clues = served.model.clues_one(d.x, self.clues) if self.clues and classes else []
             stamp = d.record.timestamp if d.record.timestamp is not None else polled * 1000
             latency = max(0.0, time.time() * 1000 - stamp)
             sink.send(topic, d.event.key or d.event.id, Posterior(
@@ -189,6 +188,15 @@ class PredictLoop:
         commit = getattr(self.source, "commit", None)
         if commit is not None:
             commit(self.source.positions())
+
+    def _clues(self, model: Any, good: list[Decoded]) -> list[list[tuple[str, float]]]:
+        """The top clues of every event (batched when the model can), or none."""
+        if not self.clues or not model.classes or not good:
+            return [[] for _ in good]
+        many = getattr(model, "clues_many", None)
+        if many is not None:
+            return many([d.x for d in good], self.clues)
+        return [model.clues_one(d.x, self.clues) for d in good]
 
     def _predict(self, model: Any, good: list[Decoded]) -> tuple[list[Decoded], np.ndarray]:
         """Log-posteriors of the batch; events the model cannot featurize become dead letters."""

@@ -416,6 +416,15 @@ def test_clues_and_log_odds(variant, make_stream):
         assert total == pytest.approx(lp[0] - lp[1], rel=1e-9, abs=1e-9)
 
 
+def test_clues_many_equal_clues_one(variant, make_stream):
+    """The predictor's batched clues are exactly the one-by-one clues."""
+    xs, ys = make_stream()
+    m = trained(variant, xs[:61], ys[:61])
+    batch = [*xs[50:70], {}] if hasattr(m, "clues_many") else []
+    if batch:
+        assert m.clues_many(batch, 4) == [m.clues_one(x, 4) for x in batch]
+
+
 @requires("open_features")
 def test_clue_names_follow_their_features(variant, make_stream):
     xs, ys = make_stream()
