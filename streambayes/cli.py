@@ -131,6 +131,8 @@ def _add_learn_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep", type=_positive_int, default=5, metavar="K",
                    help="snapshots kept (default: 5)")
     p.add_argument("--network", type=Path, metavar="FILE.bif", help="Bayesian network for bn")
+    p.add_argument("--new-source", action="store_true",
+                   help="continue a snapshot learned from another source (default: refuse)")
     _add_record_arguments(p)
 
 
@@ -250,7 +252,8 @@ def _run_learn(args: argparse.Namespace, settings: Settings) -> int:
                    every_seconds=args.every_seconds, dead_letter=args.dead_letter,
                    partitions=args.partitions, format=args.format, label_field=args.label_field,
                    text_field=args.text_field, key_field=args.key_field, batch_size=args.batch_size,
-                   follow=args.follow, network=args.network, keep=args.keep)
+                   follow=args.follow, network=args.network, keep=args.keep,
+                   new_source=args.new_source)
     _logging()
     with _stop_on_signals() as stop:
         stats = run_learn(job, settings, stop)

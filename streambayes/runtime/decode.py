@@ -144,6 +144,8 @@ class Decoder:
             events = _EVENT_BATCH.validate_json(b"[" + b",".join(r.value for r in records) + b"]")
         except ValidationError:
             return [self.decode(r) for r in records]
+        if len(events) != len(records):  # a record such as '{...},{...}' spans two items
+            return [self.decode(r) for r in records]
         out: list[Decoded | DeadLetter] = []
         for record, event in zip(records, events, strict=True):
             label = event.label if event.label and event.label.strip() else None

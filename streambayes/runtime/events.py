@@ -26,7 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, m
 from pydantic_core import PydanticCustomError
 
 DeadLetterReason = Literal[
-    "bad_json", "invalid_event", "missing_label", "empty_event", "undecodable", "bad_feature"]
+    "bad_json", "invalid_event", "missing_label", "empty_event", "undecodable", "bad_feature",
+    "model_error"]
+
+
+MAX_WEIGHT = 1e12  # larger weights would push counts towards overflow (inf poisons a model)
 
 
 def _as_text(value: Any) -> Any:
@@ -52,7 +56,7 @@ class Event(BaseModel):
     label: StrictStr | None = None
     text: StrictStr | None = None
     features: dict[str, Any] = Field(default_factory=dict)
-    weight: Annotated[float, Field(gt=0, allow_inf_nan=False, strict=True)] = 1.0
+    weight: Annotated[float, Field(gt=0, le=MAX_WEIGHT, allow_inf_nan=False, strict=True)] = 1.0
 
     @field_validator("id", "key", "label", mode="before")
     @classmethod

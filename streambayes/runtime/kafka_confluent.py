@@ -343,8 +343,12 @@ class GroupSource:
         self._backoff = Backoff(stop=self.stop)
 
     def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
-        return _poll(self._consumer, max_records, timeout, self.topic, self._next, self._errors,
-                     self._backoff)
+        records = _poll(self._consumer, max_records, timeout, self.topic, self._next, self._errors,
+                        self._backoff)
+        owned = {tp.partition for tp in self._consumer.assignment()}
+        for p in [p for p in self._next if p not in owned]:  # revoked: its position is another's
+            del self._next[p]
+        return records
 
     def positions(self) -> Positions:
         return {self.topic: {str(p): off for p, off in sorted(self._next.items())}}

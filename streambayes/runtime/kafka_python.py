@@ -49,6 +49,7 @@ _SECURITY_NAMES = {
     "ssl_keyfile": "ssl_keyfile",
 }
 _CONNECT_ERRORS = (KafkaError, OSError)  # kafka-python 3 raises KafkaConnectionError/timeouts
+_BOOTSTRAP_MS = 2000  # per attempt; retried with backoff, so SIGTERM is heard within seconds
 
 
 def client_options(security: Mapping[str, Any] | None = None,
@@ -92,12 +93,12 @@ class AssignedSource:
         kwargs = dict(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                       auto_offset_reset="earliest", metadata_max_age_ms=int(refresh_seconds * 1000),
                       **dict(options or {}))
-        if connect_deadline is not None:  # a batch job (replay) gives up instead of waiting on
-            kwargs.setdefault("bootstrap_timeout_ms", int(connect_deadline * 1000))
+        kwargs.setdefault("bootstrap_timeout_ms", _BOOTSTRAP_MS)
         self._consumer = retrying(lambda: KafkaConsumer(**kwargs), f"connect to {bootstrap}",
                                   _CONNECT_ERRORS, self.stop, deadline=connect_deadline)
         self._next: dict[int, int] = {}  # partition -> next offset, where known
         self.assigned: list[int] = []
+        self._missing: list[int] = []
         self._last_refresh = -float("inf")
         self._backoff = Backoff(stop=self.stop)
         self.refresh()
@@ -118,12 +119,13 @@ class AssignedSource:
         self._last_refresh = time.monotonic()
         available = self.available()
         desired = available if self.wanted is None else [p for p in self.wanted if p in available]
+        missing = [] if self.wanted is None else sorted(set(self.wanted) - set(available))
+        if missing and missing != self._missing:
+            logger.warning("topic %s has no partition %s yet; waiting for it", self.topic, missing)
+        self._missing = missing
         if desired == self.assigned:
             return
         new = [p for p in desired if p not in self.assigned]
-        if self.wanted is not None and len(desired) < len(self.wanted):
-            missing = sorted(set(self.wanted) - set(available))
-            logger.warning("topic %s has no partition %s yet; waiting for it", self.topic, missing)
         self._consumer.assign([TopicPartition(self.topic, p) for p in desired])
         self.assigned = desired
         for p in new:  # assign() forgets positions: set every partition's again
@@ -227,6 +229,7 @@ class GroupSource:
         self.stop = stop or threading.Event()
         kwargs = dict(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                       auto_offset_reset=auto_offset_reset, **dict(options or {}))
+        kwargs.setdefault("bootstrap_timeout_ms", _BOOTSTRAP_MS)
         self._consumer = retrying(lambda: KafkaConsumer(**kwargs), f"connect to {bootstrap}",
                                   _CONNECT_ERRORS, self.stop)
         self._consumer.subscribe([topic])
@@ -241,6 +244,9 @@ class GroupSource:
             self._backoff.wait()
             return []
         self._backoff.reset()
+        owned = {tp.partition for tp in self._consumer.assignment()}
+        for p in [p for p in self._next if p not in owned]:  # revoked: its position is another's
+            del self._next[p]
         out: list[Record] = []
         for tp, messages in batches.items():
             for m in messages:
@@ -286,6 +292,7 @@ class KafkaSink:
         self.count = 0
         base = dict(bootstrap_servers=bootstrap, acks="all", linger_ms=linger_ms,
                     **dict(options or {}))
+        base.setdefault("bootstrap_timeout_ms", _BOOTSTRAP_MS)
 
         def connect() -> KafkaProducer:
             if not idempotent:

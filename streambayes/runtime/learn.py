@@ -55,6 +55,7 @@ class LearnJob:
     follow: bool = False
     network: Path | None = None
     keep: int = 5
+    new_source: bool = False  # continue a snapshot learned from another source
 
 
 @dataclass
@@ -105,6 +106,7 @@ class LearnLoop:
         stop: threading.Event | None = None,
         config: Mapping[str, Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        new_source: bool = False,
     ) -> None:
         if every < 1 or batch_size < 1 or every_seconds <= 0:
             raise UsageError("--every, --every-seconds and the batch size must be positive")
@@ -121,6 +123,7 @@ class LearnLoop:
         self.stop = stop or threading.Event()
         self.config = dict(config or {})
         self.clock = clock
+        self.new_source = new_source
         self.stats = LearnStats()
         self.model: Any = None
         self.events_total = 0
@@ -138,6 +141,13 @@ class LearnLoop:
         if self.model_name is not None and self.model_name != snap.model:
             raise UsageError(f"{self.store}: snapshot {snap.id} holds model {snap.model!r}, not "
                              f"{self.model_name!r} (use another --snapshots directory)")
+        topic = getattr(self.source, "topic", None)
+        if snap.positions and topic is not None and topic not in snap.positions \
+                and not self.new_source:
+            raise UsageError(
+                f"{self.store}: snapshot {snap.id} was learned from {', '.join(snap.positions)}, "
+                f"not {topic}; reading it would add its events on top (give the same --source "
+                "as before, or --new-source to continue this model on another stream)")
         self.model = model_from_state(snap.state)
         self.model_name = snap.model
         self.events_total = snap.events
@@ -183,14 +193,17 @@ class LearnLoop:
         try:
             self.model.learn_many(self.model.featurize(xs), ys, ws)
             learned = len(good)
-        except FeatureError:  # learn one by one to keep the good events (a bad batch changes nothing)
+        except Exception:  # noqa: BLE001 (learn one by one: keep the good events, letter the bad)
             learned = 0
             for d in good:
                 try:
                     self.model.learn_many(self.model.featurize([d.x]), [d.label], [d.weight])
                     learned += 1
-                except FeatureError as exc:
+                except FeatureError as exc:  # refused before anything changed
                     self._dead(dead_letter(d.record, "bad_feature", str(exc)))
+                except Exception as exc:  # noqa: BLE001 (a learner bug must not stop the stream)
+                    logger.exception("learner failed on %s@%d", d.record.topic, d.record.offset)
+                    self._dead(dead_letter(d.record, "model_error", f"{type(exc).__name__}: {exc}"))
         self.stats.events += learned
         self.events_total += learned
 
@@ -241,7 +254,7 @@ def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = 
         loop = LearnLoop(source, decoder, store, make, name, dead_letters=dead, every=job.every,
                          every_seconds=job.every_seconds, batch_size=job.batch_size,
                          stop_at_end=isinstance(source, FileSource) and not job.follow, stop=stop,
-                         config=config)
+                         config=config, new_source=job.new_source)
         return loop.run()
     finally:
         source.close()

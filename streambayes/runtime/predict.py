@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from streambayes.config import Settings
-from streambayes.errors import FeatureError, UsageError
+from streambayes.errors import FeatureError, SnapshotError, UsageError
 from streambayes.runtime.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.events import DeadLetter, Posterior
 from streambayes.runtime.shards import Merged, latest_all, merge_snapshots, open_stores
@@ -82,14 +82,23 @@ class ModelWatcher:
         newest = self._newest_ids()
         if newest == self._seen:
             return False
-        snaps = latest_all(self.stores)
-        if snaps is None:
-            return False  # a shard has no snapshot yet: keep what we serve
-        self._seen = newest
-        ids = tuple(s.id for s in snaps)
-        if self.current is not None and ids == self.current.ids:
-            return False  # the newer file was corrupt; its predecessor is already served
-        self.current = merge_snapshots(snaps)
+        try:
+            snaps = latest_all(self.stores)
+            if snaps is None:
+                return False  # a shard has no snapshot yet: keep what we serve
+            self._seen = newest
+            ids = tuple(s.id for s in snaps)
+            if self.current is not None and ids == self.current.ids:
+                return False  # the newer file was corrupt; its predecessor is already served
+            merged = merge_snapshots(snaps)
+        except SnapshotError as exc:
+            if self.current is None:
+                raise
+            self._seen = newest
+            logger.error("cannot load the new snapshots (%s); still serving %s", exc,
+                         self.current.label)
+            return False
+        self.current = merged
         logger.info("serving snapshot %s (%s, %d events)", self.current.label, self.current.name,
                     self.current.events)
         return True
@@ -194,9 +203,13 @@ class PredictLoop:
         if not self.clues or not model.classes or not good:
             return [[] for _ in good]
         many = getattr(model, "clues_many", None)
-        if many is not None:
-            return many([d.x for d in good], self.clues)
-        return [model.clues_one(d.x, self.clues) for d in good]
+        try:
+            if many is not None:
+                return many([d.x for d in good], self.clues)
+            return [model.clues_one(d.x, self.clues) for d in good]
+        except Exception:  # noqa: BLE001 (clues are evidence, not the answer: serve without them)
+            logger.exception("clues failed; posteriors of this batch carry none")
+            return [[] for _ in good]
 
     def _predict(self, model: Any, good: list[Decoded]) -> tuple[list[Decoded], np.ndarray]:
         """Log-posteriors of the batch; events the model cannot featurize become dead letters."""
@@ -204,7 +217,7 @@ class PredictLoop:
             return good, np.zeros((0, len(model.classes)))
         try:
             return good, model.predict_log_proba_many(model.featurize([d.x for d in good]))
-        except FeatureError:
+        except Exception:  # noqa: BLE001 (one by one: serve the good events, letter the bad)
             kept, rows = [], []
             for d in good:
                 try:
@@ -212,6 +225,9 @@ class PredictLoop:
                     kept.append(d)
                 except FeatureError as exc:
                     self._dead(dead_letter(d.record, "bad_feature", str(exc)))
+                except Exception as exc:  # noqa: BLE001 (a learner bug must not stop the stream)
+                    logger.exception("model failed on %s@%d", d.record.topic, d.record.offset)
+                    self._dead(dead_letter(d.record, "model_error", f"{type(exc).__name__}: {exc}"))
             return kept, np.array(rows).reshape(len(rows), len(model.classes))
 
     def _dead(self, letter: DeadLetter) -> None:

@@ -124,9 +124,14 @@ class FileSource:
             if not raw.strip():
                 continue
             if self.format == "csv":
+                start = (self._file.tell() - len(raw), number - 1, self.bytes_read - len(raw))
                 while raw.count(b'"') % 2:
                     more = next(self._lines, None)
                     if more is None:
+                        if self.follow:  # the rest of the quoted field is not written yet
+                            self._file.seek(start[0])
+                            self._line_number, self.bytes_read = start[1], start[2]
+                            return None
                         break
                     raw += more[1]
             return number, raw.rstrip(b"\r\n")

@@ -33,6 +33,8 @@ TRICKY = [
     b'\xff\xfe{"id": "q"}',
     b'{"id": "r", "label": "ham", "text": 5}',
     b'{"id": "s", "id": "s2", "label": "ham", "text": "duplicate key"}',
+    b'{"id": "t1", "label": "spam", "text": "a"},{"id": "t2", "label": "ham", "text": "b"}',
+    b'{"id": "u", "label": "ham", "text": "t", "weight": 1e13}',
 ]
 
 
