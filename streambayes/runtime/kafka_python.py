@@ -64,6 +64,27 @@ def client_options(security: Mapping[str, Any] | None = None,
     return options
 
 
+def _poll(consumer: KafkaConsumer, max_records: int, timeout: float, topic: str,
+          next_offsets: dict[int, int], backoff: Backoff) -> list[Record]:
+    """Records from one client poll, updating the next offset per partition; on a client
+    error, log and back off (the client reconnects by itself; do not spin meanwhile)."""
+    try:
+        batches = consumer.poll(timeout_ms=int(timeout * 1000), max_records=max_records)
+    except KafkaError as exc:
+        logger.warning("poll of %s failed: %s", topic, exc)
+        backoff.wait()
+        return []
+    backoff.reset()
+    out: list[Record] = []
+    for tp, messages in batches.items():
+        for m in messages:
+            out.append(Record(m.value if m.value is not None else b"", m.key, m.topic,
+                              m.partition, m.offset, m.timestamp))
+        if messages:
+            next_offsets[tp.partition] = messages[-1].offset + 1
+    return out
+
+
 class AssignedSource:
     """Records of one topic from explicitly assigned partitions (DESIGN §4: the learner's source).
 
@@ -148,21 +169,7 @@ class AssignedSource:
         if not self.assigned:
             self.stop.wait(max(timeout, 0.05))
             return []
-        try:
-            batches = self._consumer.poll(timeout_ms=int(timeout * 1000), max_records=max_records)
-        except KafkaError as exc:  # the client reconnects by itself; do not spin meanwhile
-            logger.warning("poll of %s failed: %s", self.topic, exc)
-            self._backoff.wait()
-            return []
-        self._backoff.reset()
-        out: list[Record] = []
-        for tp, messages in batches.items():
-            for m in messages:
-                out.append(Record(m.value if m.value is not None else b"", m.key, m.topic,
-                                  m.partition, m.offset, m.timestamp))
-            if messages:
-                self._next[tp.partition] = messages[-1].offset + 1
-        return out
+        return _poll(self._consumer, max_records, timeout, self.topic, self._next, self._backoff)
 
     def positions(self) -> Positions:
         """{topic: {partition: next offset}} for every partition read or sought."""
@@ -237,23 +244,10 @@ class GroupSource:
         self._backoff = Backoff(stop=self.stop)
 
     def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
-        try:
-            batches = self._consumer.poll(timeout_ms=int(timeout * 1000), max_records=max_records)
-        except KafkaError as exc:
-            logger.warning("poll of %s failed: %s", self.topic, exc)
-            self._backoff.wait()
-            return []
-        self._backoff.reset()
+        out = _poll(self._consumer, max_records, timeout, self.topic, self._next, self._backoff)
         owned = {tp.partition for tp in self._consumer.assignment()}
         for p in [p for p in self._next if p not in owned]:  # revoked: its position is another's
             del self._next[p]
-        out: list[Record] = []
-        for tp, messages in batches.items():
-            for m in messages:
-                out.append(Record(m.value if m.value is not None else b"", m.key, m.topic,
-                                  m.partition, m.offset, m.timestamp))
-            if messages:
-                self._next[tp.partition] = messages[-1].offset + 1
         return out
 
     def positions(self) -> Positions:

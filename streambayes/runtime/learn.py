@@ -83,6 +83,18 @@ def merge_positions(base: Mapping[str, Mapping[str, int]],
     return out
 
 
+def send_dead_letter(letter: DeadLetter, counts: Counter[str],
+                     dead_letters: tuple[Sink, str] | None) -> None:
+    """Count ``letter`` and send it to the dead-letter sink (or log it when there is none)."""
+    counts[letter.reason] += 1
+    if dead_letters is None:
+        logger.warning("dead letter (%s) at %s[%d]@%d: %s", letter.reason, letter.source.topic,
+                       letter.source.partition, letter.source.offset, letter.error)
+        return
+    sink, topic = dead_letters
+    sink.send(topic, None, letter)
+
+
 class LearnLoop:
     """One learner fed by one source; :meth:`run` until the source ends or ``stop`` is set.
 
@@ -208,13 +220,7 @@ class LearnLoop:
         self.events_total += learned
 
     def _dead(self, letter: DeadLetter) -> None:
-        self.stats.dead_letters[letter.reason] += 1
-        if self.dead_letters is None:
-            logger.warning("dead letter (%s) at %s[%d]@%d: %s", letter.reason, letter.source.topic,
-                           letter.source.partition, letter.source.offset, letter.error)
-            return
-        sink, topic = self.dead_letters
-        sink.send(topic, None, letter)
+        send_dead_letter(letter, self.stats.dead_letters, self.dead_letters)
 
     def checkpoint(self) -> SnapshotInfo:
         """Flush dead letters, write the snapshot, then commit offsets (lag monitoring only)."""

@@ -29,6 +29,7 @@ from streambayes.config import Settings
 from streambayes.errors import FeatureError, SnapshotError, UsageError
 from streambayes.runtime.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.events import DeadLetter, Posterior
+from streambayes.runtime.learn import send_dead_letter
 from streambayes.runtime.shards import Merged, latest_all, merge_snapshots, open_stores
 from streambayes.runtime.sinks import Sink
 from streambayes.runtime.sources import FileSource, Format, Source
@@ -231,13 +232,7 @@ class PredictLoop:
             return kept, np.array(rows).reshape(len(rows), len(model.classes))
 
     def _dead(self, letter: DeadLetter) -> None:
-        self.stats.dead_letters[letter.reason] += 1
-        if self.dead_letters is None:
-            logger.warning("dead letter (%s) at %s[%d]@%d: %s", letter.reason, letter.source.topic,
-                           letter.source.partition, letter.source.offset, letter.error)
-            return
-        sink, topic = self.dead_letters
-        sink.send(topic, None, letter)
+        send_dead_letter(letter, self.stats.dead_letters, self.dead_letters)
 
 
 def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | None = None,
