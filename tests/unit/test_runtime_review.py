@@ -105,3 +105,12 @@ def test_the_predictor_keeps_serving_when_new_shards_cannot_merge(tmp_path):
     other.learn_many([{"text": "x"}], ["p"])
     SnapshotStore(b).write(other.to_state(), model="bnb", positions={"t": {"1": 2}}, events=1)
     assert watcher.check() is False and watcher.current.label == "000001+000001"
+
+
+def test_a_weight_that_could_overflow_the_counts_is_a_dead_letter():
+    from streambayes.runtime.decode import Decoder
+    from streambayes.runtime.sources import Record
+
+    record = Record(b'{"id": "w", "label": "spam", "text": "x", "weight": 1e308}', None, "t", 0, 0)
+    letter = Decoder("jsonl").decode(record)
+    assert letter.reason == "invalid_event" and "weight" in letter.error
