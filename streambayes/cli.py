@@ -238,6 +238,24 @@ def _stop_on_signals() -> Iterator[threading.Event]:
             signal.signal(sig, previous)
 
 
+class _Stopped(Exception):
+    """SIGTERM/SIGINT arrived while the broker was still being waited for: nothing to save."""
+
+
+@contextlib.contextmanager
+def _stopped_quietly(stop: threading.Event) -> Iterator[None]:
+    """A stop request during the wait for the broker ends the command with status 0."""
+    from streambayes.errors import NetworkUnavailable
+
+    try:
+        yield
+    except NetworkUnavailable:
+        if not stop.is_set():
+            raise
+        print("stopped before the broker answered; nothing to save")
+        raise _Stopped from None
+
+
 def _logging() -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -255,7 +273,7 @@ def _run_learn(args: argparse.Namespace, settings: Settings) -> int:
                    follow=args.follow, network=args.network, keep=args.keep,
                    new_source=args.new_source)
     _logging()
-    with _stop_on_signals() as stop:
+    with _stop_on_signals() as stop, _stopped_quietly(stop):
         stats = run_learn(job, settings, stop)
     last = stats.snapshots[-1].id if stats.snapshots else stats.restored
     dead = sum(stats.dead_letters.values())
@@ -273,7 +291,7 @@ def _run_predict(args: argparse.Namespace, settings: Settings) -> int:
                      key_field=args.key_field, batch_size=args.batch_size, clues=args.clues,
                      follow=args.follow, reload_seconds=args.reload_seconds)
     _logging()
-    with _stop_on_signals() as stop:
+    with _stop_on_signals() as stop, _stopped_quietly(stop):
         stats = run_predict(job, settings, stop)
     dead = sum(stats.dead_letters.values())
     print(f"published {stats.posteriors} posteriors for {stats.records} records ({dead} dead "
@@ -382,6 +400,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return COMMANDS[args.command].run(args, _settings())
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else 0
+    except _Stopped:
+        return 0
     except UsageError as exc:
         _fail(exc, prefix=PROG)
         return 2

@@ -37,7 +37,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from streambayes.errors import BrokerError, NetworkUnavailable
+from streambayes.errors import BrokerError
 from streambayes.runtime.retry import Backoff, retrying
 from streambayes.runtime.sinks import key_bytes, to_bytes
 from streambayes.runtime.sources import Positions, Record
@@ -376,8 +376,8 @@ class KafkaSink:
     """Produce to Kafka with ``acks=all`` (idempotent unless ``idempotent=False``).
 
     ``send`` queues; ``flush`` blocks until every queued message is acknowledged, re-sending
-    failures with backoff, and raises :class:`~streambayes.errors.NetworkUnavailable` (a
-    :class:`~streambayes.errors.BrokerError`) only when stopped first. A producer that failed
+    failures with backoff, and raises :class:`~streambayes.errors.BrokerError` only when stopped
+    first (the loop then exits without a snapshot: nothing is lost). A producer that failed
     for good (a fatal idempotence error) is replaced and its messages re-sent.
     """
 
@@ -415,7 +415,7 @@ class KafkaSink:
                 before = self._in_flight
                 self._serve(0.5)
                 if self.stop.is_set() and self._in_flight == before:
-                    raise NetworkUnavailable(f"stopped while the queue to {topic} was full") from None
+                    raise BrokerError(f"stopped while the queue to {topic} was full") from None
             except KafkaException as exc:
                 if not _fatal(exc):
                     raise BrokerError(f"cannot send to {topic}: {exc.args[0].str()}") from exc
@@ -463,7 +463,7 @@ class KafkaSink:
                 if self._in_flight <= 0:
                     return
                 if self.stop.is_set() and self._in_flight == before:
-                    raise NetworkUnavailable(
+                    raise BrokerError(
                         f"stopped with {self._in_flight} messages not acknowledged")
                 continue
             failed, self._failed = self._failed, []
@@ -471,7 +471,7 @@ class KafkaSink:
                            failed[0][0], failed[0][3].str())
             if not backoff.wait():
                 self._failed = failed + self._failed
-                raise NetworkUnavailable(
+                raise BrokerError(
                     f"stopped with {len(failed) + self._in_flight} messages not acknowledged")
             if self._config["enable.idempotence"] and renewals == self.renewals:
                 self._renew("deliveries failed (its producer id may be unusable)")

@@ -130,3 +130,18 @@ def test_python_dash_m_runs_without_traceback(tmp_path):
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"streambayes: error: no such file: {tmp_path / 'x'}"
+
+
+def test_a_stop_while_waiting_for_the_broker_exits_0(tmp_path, capsys):
+    """SIGTERM before the broker ever answered: nothing to save, exit 0 (a failure otherwise)."""
+    import signal
+    import threading
+
+    argv = ["learn", "--source", "kafka://127.0.0.1:1/t", "--snapshots", str(tmp_path / "s")]
+    timer = threading.Timer(1.0, lambda: signal.raise_signal(signal.SIGTERM))
+    timer.start()
+    try:
+        assert main(argv) == 0
+    finally:
+        timer.cancel()
+    assert "stopped before the broker answered" in capsys.readouterr().out
