@@ -1,0 +1,325 @@
+"""Per-key models: one learner per event key (a reader's interest profile), backed off to a
+global learner trained on every key's events.
+
+NewsWeeder (Lang 1995) keeps one naive Bayes interest profile per reader. A new reader has
+no labels, so :class:`PerKeyModel` also keeps a *global* learner that every event updates,
+and predicts with the reader's own learner backed off to the global one:
+
+1. ``λ_u = n_u / (n_u + backoff)``, ``n_u`` the number of events learned for key ``u``
+   (``backoff`` is the strength of the global prior, in events; default 20).
+2. The user's posterior over the global classes: on the classes ``S_u`` that ``u`` has
+   labelled, ``p'_u(c | x) = p_g(S_u | x) · p_u(c | x)``; elsewhere ``p_g(c | x)``. A profile
+   that has seen one class only therefore says nothing of its own (``p'_u = p_g``).
+3. Log-linear interpolation, renormalised:
+   ``log p(c | x, u) = λ_u log p'_u(c | x) + (1 - λ_u) log p_g(c | x) - log Z``.
+
+A key with no labels gets exactly the global posterior (``λ_u = 0``). For two classes step 3
+is ``logit p = λ_u logit p'_u + (1 - λ_u) logit p_g``: the interpolation of the two log-odds.
+
+Why not blend counts (``n_user + β·n_global``, the global counts as a Dirichlet prior)? It needs
+a statistic-scaling operation that only the naive Bayes family has (and privately), a dense copy
+of the global tables per key per prediction, and with Lidstone smoothing over hashed tokens the
+scaled-down global counts are swamped by ``α·V`` unless ``β`` is set in tokens rather than
+events. Interpolating posteriors works for every learner and is cheap; it is the Jelinek-Mercer
+form of back-off, applied to log-posteriors.
+
+At most ``max_resident`` per-key learners are kept live (least recently used first out); the
+others are kept as their ``to_state()`` dicts, restored on demand, and written into the snapshot.
+
+>>> m = PerKeyModel("mnb")
+>>> sport, money = {"text": "goal striker league"}, {"text": "stocks market rates"}
+>>> m.learn_many([sport, money, sport, money], ["interesting", "not", "not", "interesting"],
+...              keys=["ann", "ann", "bob", "bob"])
+>>> m.rank([{"text": "market stocks"}, {"text": "league goal"}], "ann")
+[1, 0]
+>>> m.rank([{"text": "market stocks"}, {"text": "league goal"}], "bob")
+[0, 1]
+>>> m.rank([{"text": "market stocks"}, {"text": "league goal"}], "newcomer")  # global: a tie
+[0, 1]
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from streambayes.errors import FeatureError, ModelError
+from streambayes.features import Batch, SparseRows
+from streambayes.stats import log_normalize
+
+
+class PerKeyModel:
+    """One ``base`` learner per key plus a global one; see the module docstring for the back-off."""
+
+    name = "perkey"
+
+    def __init__(self, base: str = "mnb", base_params: Mapping | None = None, backoff: float = 20.0,
+                 max_resident: int | None = None, positive: str = "interesting") -> None:
+        if not backoff >= 0:
+            raise ModelError(f"backoff must be >= 0 (events of global prior), got {backoff}")
+        if max_resident is not None and max_resident < 1:
+            raise ModelError(f"max_resident must be >= 1 or None (unbounded), got {max_resident}")
+        self.base = base
+        self.base_params = dict(base_params) if base_params is not None else {}
+        self.backoff = backoff
+        self.max_resident = max_resident
+        self.positive = positive
+        self._global = self._new_model()
+        self._resident: OrderedDict[str, object] = OrderedDict()  # least recently used first
+        self._evicted: dict[str, dict] = {}  # key -> to_state() of a learner not kept live
+        self._n_labels: dict[str, int] = {}
+
+    # -- hyperparameters ------------------------------------------------------------------
+    def params(self) -> dict:
+        return {"base": self.base, "base_params": dict(self.base_params), "backoff": self.backoff,
+                "max_resident": self.max_resident, "positive": self.positive}
+
+    def clone(self) -> PerKeyModel:
+        return type(self)(**self.params())
+
+    def _new_model(self):
+        from streambayes.models import make_model  # late: the registry imports this module
+
+        return make_model(self.base, **self.base_params)
+
+    # -- the keys' learners ---------------------------------------------------------------
+    @property
+    def global_model(self):
+        """The learner of every key's events (read it, do not train it directly)."""
+        return self._global
+
+    @property
+    def classes(self) -> list:
+        return self._global.classes
+
+    @property
+    def n_events(self) -> int:
+        return sum(self._n_labels.values())
+
+    @property
+    def keys(self) -> list[str]:
+        """Every key with a learner, resident or not, in first-seen order."""
+        return list(self._n_labels)
+
+    @property
+    def resident_keys(self) -> list[str]:
+        """The live learners' keys, least recently used first."""
+        return list(self._resident)
+
+    def n_labels(self, key: str) -> int:
+        """Events learned for ``key`` (0 for an unknown key)."""
+        return self._n_labels.get(key, 0)
+
+    def user_model(self, key: str):
+        """The learner of ``key`` (restored if it was evicted), or None for an unknown key."""
+        return self._model(key, create=False)
+
+    def _model(self, key: str, create: bool):
+        model = self._resident.get(key)
+        if model is not None:
+            self._resident.move_to_end(key)
+            return model
+        if key in self._evicted:
+            model = type(self._global).from_state(self._evicted.pop(key))
+        elif create:
+            model = self._new_model()
+            self._n_labels.setdefault(key, 0)
+        else:
+            return None
+        self._resident[key] = model
+        while self.max_resident is not None and len(self._resident) > self.max_resident:
+            old_key, old = self._resident.popitem(last=False)
+            self._evicted[old_key] = old.to_state()
+        return model
+
+    # -- learning -------------------------------------------------------------------------
+    def featurize(self, xs: Sequence[Mapping]) -> Batch:
+        return self._global.featurize(xs)
+
+    def _batch(self, X) -> Batch:
+        return X if isinstance(X, Batch) else self.featurize(X)
+
+    def learn_many(self, X, y: Sequence, w: Sequence[float] | None = None,
+                   keys: Sequence[str | None] | None = None) -> None:
+        """Learn each event in its key's learner and in the global learner (keys required)."""
+        batch = self._batch(X)
+        keys = _check_keys(keys, batch.n, "learning")
+        y = y if isinstance(y, list) else list(y)
+        self._global.learn_many(batch, y, w)  # validates labels and weights before any key learns
+        weights = None if w is None else np.asarray(w, np.float64)
+        for key, rows in _groups(keys):
+            part = batch if len(rows) == batch.n else _take(batch, rows)
+            self._model(key, create=True).learn_many(
+                part, [y[i] for i in rows], None if weights is None else weights[rows])
+            self._n_labels[key] += len(rows)
+
+    def learn_one(self, x: Mapping, y, w: float = 1.0, key: str | None = None) -> None:
+        self.learn_many([x], [y], [w], keys=[key])
+
+    # -- prediction -----------------------------------------------------------------------
+    def predict_log_proba_many(self, X, keys: Sequence[str | None] | str) -> np.ndarray:
+        """Backed-off ``log P(c | x, key)``, shape (n, classes) in :attr:`classes` order.
+
+        ``keys`` holds one key per event, or is a single key for every event."""
+        batch = self._batch(X)
+        keys = _check_keys([keys] * batch.n if isinstance(keys, str) else keys, batch.n, "prediction")
+        lp_global = self._global.predict_log_proba_many(batch)
+        out = lp_global.copy()
+        for key, rows in _groups(keys):
+            n_u = self._n_labels.get(key, 0)
+            if n_u == 0:
+                continue  # λ = 0: exactly the global posterior
+            lam = n_u / (n_u + self.backoff)
+            part = batch if len(rows) == batch.n else _take(batch, rows)
+            mine = self._user_log_proba(self._model(key, create=False), part, lp_global[rows])
+            out[rows] = mine if lam == 1.0 else log_normalize(lam * mine + (1.0 - lam) * lp_global[rows])
+        return out
+
+    def _user_log_proba(self, user, batch: Batch, lp_global: np.ndarray) -> np.ndarray:
+        """Step 2: ``p_g(S_u | x) · p_u(c | x)`` on the user's classes ``S_u``, ``p_g`` elsewhere."""
+        where = {c: j for j, c in enumerate(self.classes)}
+        try:
+            cols = np.array([where[c] for c in user.classes], np.int64)
+        except KeyError as e:
+            raise ModelError(f"a per-key learner knows class {e.args[0]!r} that the global one does not"
+                             ) from None
+        out = lp_global.copy()
+        if len(cols):
+            mass = np.logaddexp.reduce(lp_global[:, cols], axis=1)
+            out[:, cols] = user.predict_log_proba_many(batch) + mass[:, None]
+        return out
+
+    def predict_proba_many(self, X, keys: Sequence[str | None] | str) -> np.ndarray:
+        return np.exp(self.predict_log_proba_many(X, keys))
+
+    def predict_proba_one(self, x: Mapping, key: str | None = None) -> dict:
+        if not self.classes:
+            return {}
+        proba = self.predict_proba_many([x], [key])[0]
+        return dict(zip(self.classes, proba.tolist(), strict=True))
+
+    def predict_one(self, x: Mapping, key: str | None = None):
+        proba = self.predict_proba_one(x, key)
+        return max(proba, key=proba.get) if proba else None
+
+    def rank(self, window_xs, key: str) -> list[int]:
+        """Indices of ``window_xs`` by decreasing ``P(positive | x, key)`` (ties keep window order).
+
+        Sorted by the log-odds of :attr:`positive`, which orders like the posterior without its
+        saturation at 1.0 in floating point; before ``positive`` is known: the window order."""
+        lp = self.predict_log_proba_many(window_xs, key)
+        return np.argsort(-positive_log_odds(lp, self.classes, self.positive), kind="stable").tolist()
+
+    # -- merge and state ------------------------------------------------------------------
+    def merge(self, other: PerKeyModel) -> None:
+        """Add ``other``'s statistics (a disjoint stream) key by key, and globally; ``other`` is
+        only read (its evicted learners are restored into copies)."""
+        mine, theirs = self.params(), other.params() if isinstance(other, PerKeyModel) else None
+        if type(other) is not type(self) or _statistical(theirs) != _statistical(mine):
+            raise ModelError(f"cannot merge {type(other).__name__} {theirs} into {mine}: type and "
+                             "parameters must match (max_resident may differ)")
+        self._global.merge(other._global)
+        for key, n in other._n_labels.items():
+            theirs = other._resident.get(key)
+            if theirs is None:
+                theirs = type(other._global).from_state(other._evicted[key])
+            self._model(key, create=True).merge(theirs)
+            self._n_labels[key] += n
+
+    def to_state(self) -> dict:
+        """Every key's learner (resident or not), the global learner, and the LRU order."""
+        users = []
+        for key, n in self._n_labels.items():
+            model = self._resident.get(key)
+            state = model.to_state() if model is not None else self._evicted[key]
+            users.append({"key": key, "n_labels": n, "state": state})
+        return {"model": self.name, "params": self.params(), "global": self._global.to_state(),
+                "users": users, "resident": list(self._resident)}
+
+    @classmethod
+    def from_state(cls, state: Mapping) -> PerKeyModel:
+        if state.get("model") != cls.name:
+            raise ModelError(f"state is for model {state.get('model')!r}, not {cls.name!r}")
+        model = cls(**state["params"])
+        model._global = type(model._global).from_state(state["global"])
+        by_key = {}
+        for user in state["users"]:
+            model._n_labels[user["key"]] = int(user["n_labels"])
+            by_key[user["key"]] = user["state"]
+        resident = set(state["resident"])
+        model._evicted = {k: s for k, s in by_key.items() if k not in resident}
+        for key in state["resident"]:
+            model._resident[key] = type(model._global).from_state(by_key[key])
+        return model
+
+    def memory_bytes(self) -> int:
+        evicted = sum(_nbytes(s) for s in self._evicted.values())
+        return self._global.memory_bytes() + sum(m.memory_bytes() for m in self._resident.values()) + evicted
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(base={self.base!r}, keys={len(self._n_labels)}, "
+                f"resident={len(self._resident)}, classes={self.classes})")
+
+
+def positive_log_odds(log_proba: np.ndarray, classes: Sequence, positive) -> np.ndarray:
+    """``log P(positive | x) - log P(not positive | x)`` per row; zeros when ``positive`` is
+    unknown or the only class (no ranking information)."""
+    classes = list(classes)
+    if positive not in classes or len(classes) < 2:
+        return np.zeros(len(log_proba))
+    j = classes.index(positive)
+    return log_proba[:, j] - np.logaddexp.reduce(np.delete(log_proba, j, axis=1), axis=1)
+
+
+def _check_keys(keys, n: int, doing: str) -> list[str]:
+    """The keys as a list of non-empty str, one per event, or FeatureError naming the event."""
+    if keys is None:
+        raise FeatureError(f"per-key {doing} needs a key for every event; no keys were given")
+    keys = list(keys)
+    if len(keys) != n:
+        raise ModelError(f"per-key {doing} got {n} events but {len(keys)} keys")
+    for i, key in enumerate(keys):
+        if key is None or key == "":
+            raise FeatureError(f"per-key {doing} needs a key for every event; event {i} has none")
+        if not isinstance(key, str):
+            raise FeatureError(f"per-key {doing}: event {i} has key {key!r} of type "
+                               f"{type(key).__name__}, expected str")
+    return keys
+
+
+def _groups(keys: list[str]) -> list[tuple[str, np.ndarray]]:
+    """(key, its event indices in stream order), keys in first-seen order."""
+    rows: dict[str, list[int]] = {}
+    for i, key in enumerate(keys):
+        rows.setdefault(key, []).append(i)
+    return [(key, np.array(idx, np.int64)) for key, idx in rows.items()]
+
+
+def _take(batch: Batch, rows: np.ndarray) -> Batch:
+    """The events ``rows`` of ``batch`` (in that order) as a batch of their own."""
+    ip = batch.tokens.indptr
+    lengths = ip[rows + 1] - ip[rows]
+    indptr = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    pos = np.repeat(ip[rows] - indptr[:-1], lengths) + np.arange(indptr[-1], dtype=np.int64)
+    tokens = SparseRows(indptr, batch.tokens.indices[pos], batch.tokens.values[pos])
+    return Batch(len(rows), tokens, {k: c[rows] for k, c in batch.categorical.items()},
+                 {k: c[rows] for k, c in batch.numeric.items()},
+                 None if batch.words is None else [batch.words[i] for i in rows])
+
+
+def _statistical(params: dict | None) -> dict | None:
+    """The parameters that shape predictions (``max_resident`` only bounds memory)."""
+    return None if params is None else {k: v for k, v in params.items() if k != "max_resident"}
+
+
+def _nbytes(state) -> int:
+    if isinstance(state, np.ndarray):
+        return state.nbytes
+    if isinstance(state, Mapping):
+        return sum(_nbytes(v) for v in state.values())
+    if isinstance(state, list):
+        return sum(_nbytes(v) for v in state)
+    return 0
