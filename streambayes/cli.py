@@ -93,6 +93,45 @@ def _dir_list(text: str) -> tuple[Path, ...]:
     return dirs
 
 
+def _loss_mapping(text: str) -> dict:
+    """``--loss``: a JSON object ``{"decided": {"truth": cost}}``, inline or in a file."""
+    source = text
+    path = Path(text)
+    if not text.lstrip().startswith("{") and path.is_file():
+        source = path.read_text(encoding="utf-8")
+    try:
+        mapping = json.loads(source)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"expected a JSON object or a JSON file, got {text!r} "
+                                         f"({exc.msg})") from None
+    if not isinstance(mapping, dict) or not all(isinstance(v, dict) for v in mapping.values()):
+        raise argparse.ArgumentTypeError('expected {"decided class": {"true class": cost, ...}, ...}')
+    return mapping
+
+
+def _loss_matrix(args: argparse.Namespace):
+    """The LossMatrix of ``--loss``/``--reject`` (None without either)."""
+    from streambayes.decide import LossMatrix
+    from streambayes.errors import ModelError
+
+    if args.loss is None and args.reject is None:
+        return None
+    if args.loss is None:
+        raise UsageError("--reject needs --loss (the costs of the decisions it is weighed against)")
+    try:
+        return LossMatrix.from_mapping(args.loss, reject=args.reject)
+    except ModelError as exc:
+        raise UsageError(f"--loss: {exc}") from None
+
+
+def _add_decision_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--loss", type=_loss_mapping, metavar="JSON|FILE",
+                   help='loss matrix {"decided": {"truth": cost}} (missing: 0 on the diagonal, '
+                        '1 off it); decisions minimise the expected cost')
+    p.add_argument("--reject", type=float, metavar="COST",
+                   help="cost of answering 'unsure' (the reject option; needs --loss)")
+
+
 def _model_list(text: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(","))
     if not all(names):
@@ -151,6 +190,7 @@ def _add_predict_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reload-seconds", type=_seconds, default=1.0, metavar="T",
                    help="look for a newer snapshot every T seconds (default: 1)")
     p.add_argument("--follow", action="store_true", help="with a file: wait for appended lines")
+    _add_decision_arguments(p)
     _add_record_arguments(p)
 
 
@@ -201,6 +241,7 @@ def _add_replay_arguments(p: argparse.ArgumentParser) -> None:
                    help="write DIR/metrics.json and DIR/learning_curves.png")
     p.add_argument("--network", type=Path, metavar="FILE.bif",
                    help="Bayesian network for --model bn (its class variable is the label field)")
+    _add_decision_arguments(p)
 
 
 def _run_replay(args: argparse.Namespace, settings: Settings) -> int:
@@ -213,7 +254,8 @@ def _run_replay(args: argparse.Namespace, settings: Settings) -> int:
         format=args.format,
         label_field=args.label_field, text_field=args.text_field, key_field=args.key_field,
         limit=args.limit, batch_size=args.batch_size, positive=args.positive,
-        dead_letter=args.dead_letter, report=args.report, network=args.network)
+        dead_letter=args.dead_letter, report=args.report, network=args.network,
+        loss=_loss_matrix(args))
     replay_file(job, settings=settings)
     return 0
 
@@ -289,7 +331,8 @@ def _run_predict(args: argparse.Namespace, settings: Settings) -> int:
                      dead_letter=args.dead_letter, format=args.format,
                      label_field=args.label_field, text_field=args.text_field,
                      key_field=args.key_field, batch_size=args.batch_size, clues=args.clues,
-                     follow=args.follow, reload_seconds=args.reload_seconds)
+                     follow=args.follow, reload_seconds=args.reload_seconds,
+                     loss=_loss_matrix(args))
     _logging()
     with _stop_on_signals() as stop, _stopped_quietly(stop):
         stats = run_predict(job, settings, stop)

@@ -55,7 +55,7 @@ from typing import Any, Protocol
 import numpy as np
 from river import metrics
 
-from streambayes.errors import FeatureError
+from streambayes.errors import FeatureError, ModelError
 
 AUC_THRESHOLDS = 50
 _CURVE_MAX_POINTS = 2000
@@ -109,9 +109,23 @@ def auc_score(log_odds: float) -> float:
 
 
 class ModelScore:
-    """Metrics, counts and time of one model."""
+    """Metrics, counts and time of one model; with a loss matrix, also decisions and their cost.
 
-    def __init__(self) -> None:
+    Per scored event it keeps the top-class probability and whether it was right (for the
+    calibration error and the reliability diagram) and ``p(positive)`` with the truth (for ROC
+    and cost-vs-cutoff plots): three floats per event.
+    """
+
+    def __init__(self, loss: Any = None) -> None:
+        self.loss = loss
+        self.cost = 0.0
+        self.unsure = 0.0
+        self.weight = 0.0
+        self.p_top: list[float] = []
+        self.correct: list[bool] = []
+        self.p_positive: list[float] = []
+        self.is_positive: list[bool] = []
+        self.weights: list[float] = []
         self.accuracy = metrics.Accuracy()
         self.log_loss = metrics.CrossEntropy()
         self.macro_f1 = metrics.MacroF1()
@@ -135,12 +149,43 @@ class ModelScore:
             y_pred = classes[best[i]]
             self.accuracy.update(y, y_pred, w)
             self.macro_f1.update(y, y_pred, w)
-            self.log_loss.update(y, dict(zip(classes, proba[i].tolist(), strict=True)), w)
+            # a label the model has never learned gets probability 0 (River then clamps to 1e-15)
+            self.log_loss.update(y, {y: 0.0} | dict(zip(classes, proba[i].tolist(), strict=True)), w)
             self.roc_auc.update(y == auc_label, auc_score(_log_odds(log_proba[i], pos)), w)
+        self.p_top.extend(proba[np.arange(len(ys)), best].tolist())
+        self.correct.extend(classes[b] == y for b, y in zip(best, ys, strict=True))
+        self.p_positive.extend(proba[:, pos].tolist() if pos is not None else [0.0] * len(ys))
+        self.is_positive.extend(y == auc_label for y in ys)
+        self.weights.extend(ws)
+        self.weight += float(sum(ws))
+        if self.loss is not None:
+            self._decide(classes, log_proba, ys, ws)
+
+    def _decide(self, classes: list, log_proba: np.ndarray, ys: Sequence, ws: Sequence[float]) -> None:
+        from streambayes.decide import UNSURE, decide
+
+        decisions = decide(self.loss, log_proba, [str(c) for c in classes], log=True)
+        index = {c: i for i, c in enumerate(self.loss.classes)}
+        for d, y, w in zip(decisions, ys, ws, strict=True):
+            if str(y) not in index:
+                raise ModelError(f"label {y!r} is not a class of the loss matrix "
+                                 f"({', '.join(self.loss.classes)})")
+            if d == UNSURE:
+                self.unsure += w
+                self.cost += w * self.loss.reject
+            else:
+                self.cost += w * float(self.loss.loss[index[d], index[str(y)]])
 
     def summary(self, n_labels: int) -> dict[str, Any]:
+        from streambayes.evaluate.calibration import expected_calibration_error
+
         scored = self.events > self.cold
+        decided = self.loss is not None and self.weight > 0
         return {
+            "ece": expected_calibration_error(self.p_top, self.correct, weights=self.weights)
+            if scored else None,
+            "expected_cost": self.cost / self.weight if decided else None,
+            "unsure_rate": self.unsure / self.weight if decided else None,
             "events": self.events,
             "accuracy": float(self.accuracy.get()) if scored else None,
             "log_loss": float(self.log_loss.get()) if scored else None,
@@ -168,10 +213,12 @@ def _log_odds(row: np.ndarray, pos: int | None) -> float:
 class Prequential:
     """Predict-then-learn over mini-batches for several models; see the module docstring."""
 
-    def __init__(self, models: Mapping[str, Learner], positive: str | None = None) -> None:
+    def __init__(self, models: Mapping[str, Learner], positive: str | None = None,
+                 loss: Any = None) -> None:
         self.models = dict(models)
         self.positive = positive
-        self.scores = {name: ModelScore() for name in self.models}
+        self.loss = loss  # a streambayes.decide.LossMatrix: decisions, expected cost, unsure rate
+        self.scores = {name: ModelScore(loss) for name in self.models}
         self.labels: dict[Any, float] = {}  # label -> total weight seen
         self._auc_label: Any = positive
         self.events = 0

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from streambayes.config import Settings
-from streambayes.errors import FeatureError, SnapshotError, UsageError
+from streambayes.errors import FeatureError, ModelError, SnapshotError, UsageError
 from streambayes.runtime.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.events import DeadLetter, Posterior
 from streambayes.runtime.learn import send_dead_letter
@@ -55,6 +55,7 @@ class PredictJob:
     follow: bool = False
     reload_seconds: float = 1.0
     wait_seconds: float | None = None  # for the first snapshot; None: forever (Kafka), 0 (file)
+    loss: Any = None  # a streambayes.decide.LossMatrix; None: the most probable class
 
 
 @dataclass
@@ -123,6 +124,7 @@ class PredictLoop:
         stop_at_end: bool = True,
         stop: threading.Event | None = None,
         clock: Callable[[], float] = time.monotonic,
+        loss: Any = None,
     ) -> None:
         if batch_size < 1 or clues < 0 or reload_seconds <= 0:
             raise UsageError("the batch size and --reload-seconds must be positive, --clues >= 0")
@@ -138,6 +140,8 @@ class PredictLoop:
         self.stop_at_end = stop_at_end
         self.stop = stop or threading.Event()
         self.clock = clock
+        self.loss = loss
+        self._warned: set[str] = set()
         self.stats = PredictStats()
 
     def wait_for_model(self) -> None:
@@ -183,9 +187,10 @@ class PredictLoop:
         good, log_proba = self._predict(served.model, good)
         classes = list(served.model.classes)
         sink, topic = self.sink
-        for d, row, clues in zip(good, log_proba, self._clues(served.model, good), strict=True):
+        decisions = self._decisions(classes, log_proba)
+        for d, row, clues, decision in zip(good, log_proba, self._clues(served.model, good), decisions,
+                                           strict=True):
             posterior = dict(zip(classes, np.exp(row).tolist(), strict=True))
-            decision = classes[int(np.argmax(row))] if classes else None
             stamp = d.record.timestamp if d.record.timestamp is not None else polled * 1000
             latency = max(0.0, time.time() * 1000 - stamp)
             sink.send(topic, d.event.key or d.event.id, Posterior(
@@ -198,6 +203,25 @@ class PredictLoop:
         commit = getattr(self.source, "commit", None)
         if commit is not None:
             commit(self.source.positions())
+
+    def _decisions(self, classes: list, log_proba: np.ndarray) -> list[str | None]:
+        """Minimum expected cost under the loss matrix (``unsure`` past the reject cost), else the
+        most probable class. A model class the matrix does not name: most probable, warned once."""
+        if not classes:
+            return [None] * len(log_proba)
+        argmax = [classes[int(i)] for i in np.argmax(log_proba, axis=1)] if len(log_proba) else []
+        if self.loss is None:
+            return argmax
+        from streambayes.decide import decide
+
+        try:
+            return decide(self.loss, log_proba, [str(c) for c in classes], log=True)
+        except ModelError as exc:
+            if str(exc) not in self._warned:
+                self._warned.add(str(exc))
+                logger.error("loss matrix does not fit the model (%s); deciding by the most "
+                             "probable class", exc)
+            return argmax
 
     def _clues(self, model: Any, good: list[Decoded]) -> list[list[tuple[str, float]]]:
         """The top clues of every event (batched when the model can), or none."""
@@ -257,7 +281,7 @@ def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | Non
             loop = PredictLoop(source, decoder, ModelWatcher(stores), sink, dead_letters=dead,
                                batch_size=job.batch_size, clues=job.clues,
                                reload_seconds=job.reload_seconds, wait_seconds=wait,
-                               stop_at_end=is_file and not job.follow, stop=stop)
+                               stop_at_end=is_file and not job.follow, stop=stop, loss=job.loss)
             return loop.run()
         finally:
             sink[0].close()

@@ -105,11 +105,15 @@ def replay(
     positive: str | None = None,
     on_batch: Callable[[], None] | None = None,
     topic: str = "",
+    loss: Any = None,
 ) -> ReplayResult:
-    """Prequential replay of ``source`` until it is exhausted or ``limit`` records were read."""
+    """Prequential replay of ``source`` until it is exhausted or ``limit`` records were read.
+
+    With ``loss`` (a :class:`~streambayes.decide.LossMatrix`) every prediction is also decided
+    and the summary gains ``expected_cost`` and ``unsure_rate``."""
     if batch_size < 1:
         raise UsageError(f"batch size must be at least 1, got {batch_size}")
-    result = ReplayResult(topic, Prequential(models, positive))
+    result = ReplayResult(topic, Prequential(models, positive, loss))
     start = time.perf_counter()
     while limit is None or result.records < limit:
         want = batch_size if limit is None else min(batch_size, limit - result.records)
@@ -123,8 +127,13 @@ def replay(
                 _send(dead_letters, result, item)
             else:
                 good.append(item)
-        rejected = result.run.step([d.x for d in good], [d.label for d in good],
-                                   [d.weight for d in good]) if good else []
+        try:
+            rejected = result.run.step([d.x for d in good], [d.label for d in good],
+                                       [d.weight for d in good]) if good else []
+        except ModelError as exc:
+            if loss is None:
+                raise
+            raise UsageError(f"--loss: {exc}") from None
         for rej in rejected:
             _send(dead_letters, result, dead_letter(good[rej.index].record, "bad_feature",
                                                      rej.error))
@@ -156,12 +165,13 @@ class FileReplay:
     dead_letter: Path | None = None
     report: Path | None = None
     network: Path | None = None
+    loss: Any = None  # a streambayes.decide.LossMatrix
 
 
 def replay_file(job: FileReplay, console: Console | None = None,
                 progress: bool | None = None, settings: Settings | None = None) -> ReplayResult:
     """Replay a file or a Kafka range, print the summary, and write the report when asked."""
-    console = console or Console()
+    console = console or Console(width=None if sys.stdout.isatty() else 140)  # files: no wrapping
     models = build_models(job.models, job.network, job.label_field)
     if job.limit is not None and job.limit < 0:
         raise UsageError(f"--limit must be >= 0, got {job.limit}")
@@ -175,7 +185,7 @@ def replay_file(job: FileReplay, console: Console | None = None,
         with FileSink(dl_path, mode="w") as sink, _progress(source, progress) as tick:
             result = replay(source, decoder, models, sink, batch_size=job.batch_size,
                             limit=job.limit, positive=job.positive, on_batch=tick,
-                            topic=source.topic)
+                            topic=source.topic, loss=job.loss)
         result.dead_letter_path = dl_path
     print_summary(result, console)
     if job.report is not None:
@@ -228,15 +238,21 @@ def _fmt(value: float | None, spec: str = ".4f") -> str:
 
 
 def summary_table(result: ReplayResult, title: str = "prequential replay") -> Table:
-    """One row per model: events, accuracy, log loss, macro F1, ROC AUC, events/s."""
+    """One row per model: events, accuracy, log loss, macro F1, ROC AUC, ECE, events/s, and with a
+    loss matrix the expected cost per event and the unsure rate."""
     positive = result.run.positive_label
     auc = f"ROC AUC ({positive})" if positive is not None else "ROC AUC"
+    costs = result.run.loss is not None
     table = Table(title=title)
-    for header in ("model", "events", "accuracy", "log loss", "macro F1", auc, "events/s"):
+    headers = ["model", "events", "accuracy", "log loss", "macro F1", auc, "ECE", "events/s"]
+    for header in headers + (["cost/event", "unsure"] if costs else []):
         table.add_column(header, justify="left" if header == "model" else "right")
     for name, m in result.run.summary().items():
-        table.add_row(name, str(m["events"]), _fmt(m["accuracy"]), _fmt(m["log_loss"]),
-                      _fmt(m["macro_f1"]), _fmt(m["roc_auc"]), _fmt(m["events_per_s"], ",.0f"))
+        row = [name, str(m["events"]), _fmt(m["accuracy"]), _fmt(m["log_loss"]), _fmt(m["macro_f1"]),
+               _fmt(m["roc_auc"]), _fmt(m["ece"]), _fmt(m["events_per_s"], ",.0f")]
+        if costs:
+            row += [_fmt(m["expected_cost"]), _fmt(m["unsure_rate"], ".2%")]
+        table.add_row(*row)
     return table
 
 
@@ -254,15 +270,44 @@ def print_summary(result: ReplayResult, console: Console) -> None:
 
 
 def write_report(result: ReplayResult, directory: Path) -> list[Path]:
-    """Write ``metrics.json`` and ``learning_curves.png`` into ``directory``."""
-    from streambayes.evaluate.plots import learning_curves  # matplotlib: only when reporting
+    """Write ``metrics.json`` and the plots into ``directory``: ``learning_curves.png``,
+    ``reliability.png`` and, with two labels, ``roc.png`` and ``cost_vs_cutoff.png`` (under the
+    loss matrix's costs when one is given, else 1:1)."""
+    from streambayes.evaluate.calibration_plots import reliability_diagram  # matplotlib
+    from streambayes.evaluate.plots import learning_curves
+    from streambayes.evaluate.report_plots import cost_vs_cutoff_figure, roc_curve_figure
 
     directory.mkdir(parents=True, exist_ok=True)
     metrics_path = directory / "metrics.json"
     metrics_path.write_text(json.dumps(result.metrics(), indent=2, ensure_ascii=False) + "\n",
                             encoding="utf-8")
-    title = f"prequential replay of {Path(result.source).name}"
-    figure = learning_curves(result.run.curves, title=title)
-    plot_path = directory / "learning_curves.png"
-    figure.savefig(plot_path, dpi=100)
-    return [metrics_path, plot_path]
+    name = Path(result.source).name
+    run = result.run
+    figures = {"learning_curves.png": learning_curves(run.curves, title=f"prequential replay of {name}")}
+    scored = {m: s for m, s in run.scores.items() if s.p_top}
+    if scored:
+        first = next(iter(scored))
+        figures["reliability.png"] = reliability_diagram(
+            (scored[first].p_top, scored[first].correct),
+            title=f"{first}: reliability of the top class ({name})")
+    if len(run.labels) == 2 and run.positive_label is not None and scored:
+        pairs = {m: (s.p_positive, s.is_positive) for m, s in scored.items()}
+        figures["roc.png"] = roc_curve_figure(pairs, title=f"ROC, positive = {run.positive_label}")
+        fp, fn = _binary_costs(run.loss, run.positive_label, run.labels)
+        title = f"cost per event vs cutoff on p({run.positive_label}), FP {fp:g} : FN {fn:g}"
+        figures["cost_vs_cutoff.png"] = cost_vs_cutoff_figure(pairs, fp, fn, title=title)
+    written = [metrics_path]
+    for filename, figure in figures.items():
+        figure.savefig(directory / filename, dpi=100)
+        written.append(directory / filename)
+    return written
+
+
+def _binary_costs(loss: Any, positive: Any, labels: Mapping[Any, float]) -> tuple[float, float]:
+    """(false-positive, false-negative) costs of a two-class loss matrix (1, 1 without one)."""
+    if loss is None:
+        return 1.0, 1.0
+    negative = next(label for label in labels if label != positive)
+    index = {c: i for i, c in enumerate(loss.classes)}
+    p, n = index[str(positive)], index[str(negative)]
+    return float(loss.loss[p, n]), float(loss.loss[n, p])

@@ -225,3 +225,43 @@ def test_jsonl_field_renames(tmp_path):
         first, second = (decoder.decode(r) for r in src.poll(10))
     assert (first.event.id, first.label, first.x) == ("101", "sci.space", {"text": "orbit"})
     assert (second.label, second.event.key) == ("rec.autos", "k1")
+
+
+def test_replay_with_a_loss_matrix_reports_cost_unsure_rate_and_plots(tmp_path, capsys):
+    """--loss/--reject: every prediction is decided; metrics.json gains cost, unsure rate, ECE."""
+    from streambayes.cli import main
+
+    path = tmp_path / "mini.tsv"
+    path.write_text("".join(f"{'spam' if i % 3 == 0 else 'ham'}\t"
+                            f"{'win cash prize now' if i % 3 == 0 else 'see you at lunch'} {i % 7}\n"
+                            for i in range(600)))
+    report = tmp_path / "report"
+    assert main(["replay", str(path), "--model", "mnb", "--loss", '{"spam": {"ham": 10}}',
+                 "--reject", "0.2", "--report", str(report), "--batch-size", "50"]) == 0
+    m = json.loads((report / "metrics.json").read_text())["models"]["mnb"]
+    assert 0 <= m["expected_cost"] < 0.2 and 0 <= m["unsure_rate"] < 0.2 and 0 <= m["ece"] < 0.2
+    for png in ("learning_curves.png", "reliability.png", "roc.png", "cost_vs_cutoff.png"):
+        assert (report / png).stat().st_size > 1000
+    assert "cost" in capsys.readouterr().out  # the summary table gains the cost columns
+    assert main(["replay", str(path), "--loss", '{"spam": {"hamm": 1}}']) == 2
+    assert "loss matrix does not list" in capsys.readouterr().err
+    assert main(["replay", str(path), "--reject", "0.5"]) == 2
+    assert main(["replay", str(path), "--loss", '{"spam": {"ham": -1}}']) == 2
+    assert "negative" in capsys.readouterr().err
+
+
+def test_predict_decides_by_the_loss_matrix(tmp_path):
+    from streambayes.cli import main
+
+    train = tmp_path / "train.tsv"
+    train.write_text("".join(f"{'spam' if i % 2 else 'ham'}\t{'win cash' if i % 2 else 'lunch'} x\n"
+                             for i in range(40)))
+    query = tmp_path / "q.jsonl"
+    query.write_text('{"id": "a", "text": "win cash"}\n{"id": "b", "text": "x"}\n'
+                     '{"id": "c", "text": "lunch"}\n')
+    assert main(["learn", "--source", str(train), "--snapshots", str(tmp_path / "s")]) == 0
+    out = tmp_path / "out.jsonl"
+    assert main(["predict", "--source", str(query), "--sink", str(out), "--snapshots",
+                 str(tmp_path / "s"), "--loss", '{"spam": {"ham": 10}}', "--reject", "0.1"]) == 0
+    decisions = {p["id"]: p["decision"] for p in map(json.loads, out.read_text().splitlines())}
+    assert decisions == {"a": "spam", "b": "unsure", "c": "ham"}
