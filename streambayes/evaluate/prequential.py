@@ -126,6 +126,12 @@ class ModelScore:
         self.p_positive: list[float] = []
         self.is_positive: list[bool] = []
         self.weights: list[float] = []
+        self.keys: list = []  # per scored event, when the replay is per key
+        from streambayes.evaluate.calibration import OnlineCalibrator
+
+        self.calibrator = OnlineCalibrator()  # fit prequentially: predict with α, then update it
+        self.p_top_calibrated: list[float] = []
+        self.log_loss_calibrated = 0.0
         self.accuracy = metrics.Accuracy()
         self.log_loss = metrics.CrossEntropy()
         self.macro_f1 = metrics.MacroF1()
@@ -152,6 +158,7 @@ class ModelScore:
             # a label the model has never learned gets probability 0 (River then clamps to 1e-15)
             self.log_loss.update(y, {y: 0.0} | dict(zip(classes, proba[i].tolist(), strict=True)), w)
             self.roc_auc.update(y == auc_label, auc_score(_log_odds(log_proba[i], pos)), w)
+        self._calibrate(classes, log_proba, ys, ws)
         self.p_top.extend(proba[np.arange(len(ys)), best].tolist())
         self.correct.extend(classes[b] == y for b, y in zip(best, ys, strict=True))
         self.p_positive.extend(proba[:, pos].tolist() if pos is not None else [0.0] * len(ys))
@@ -160,6 +167,22 @@ class ModelScore:
         self.weight += float(sum(ws))
         if self.loss is not None:
             self._decide(classes, log_proba, ys, ws)
+
+    def _calibrate(self, classes: list, log_proba: np.ndarray, ys: Sequence, ws: Sequence[float]) -> None:
+        """Score the batch with the calibrated posteriors, then fit α on it (prequential)."""
+        calibrated = self.calibrator.transform(log_proba)
+        rows = np.arange(len(ys))
+        self.p_top_calibrated.extend(np.exp(calibrated[rows, np.argmax(calibrated, axis=1)]).tolist())
+        index = {c: i for i, c in enumerate(classes)}
+        truth = np.array([index.get(y, -1) for y in ys], dtype=np.int64)
+        known = truth >= 0
+        p_true = np.exp(calibrated[rows[known], truth[known]])
+        w = np.asarray(ws, dtype=np.float64)
+        self.log_loss_calibrated += float(np.sum(w[known] * -np.log(np.clip(p_true, 1e-15, 1.0))))
+        self.log_loss_calibrated += float(np.sum(w[~known]) * -math.log(1e-15))
+        usable = known & np.isfinite(log_proba[rows, np.where(known, truth, 0)])
+        if usable.any():
+            self.calibrator.update(log_proba[usable], truth[usable], w[usable])
 
     def _decide(self, classes: list, log_proba: np.ndarray, ys: Sequence, ws: Sequence[float]) -> None:
         from streambayes.decide import UNSURE, decide
@@ -184,6 +207,10 @@ class ModelScore:
         return {
             "ece": expected_calibration_error(self.p_top, self.correct, weights=self.weights)
             if scored else None,
+            "ece_calibrated": expected_calibration_error(self.p_top_calibrated, self.correct,
+                                                         weights=self.weights) if scored else None,
+            "log_loss_calibrated": self.log_loss_calibrated / self.weight if scored else None,
+            "calibration_alpha": self.calibrator.alpha if scored else None,
             "expected_cost": self.cost / self.weight if decided else None,
             "unsure_rate": self.unsure / self.weight if decided else None,
             "events": self.events,
@@ -290,11 +317,47 @@ class Prequential:
         return max(self.labels, key=str) if len(self.labels) == 2 else None
 
     def summary(self) -> dict[str, dict[str, Any]]:
-        """Per model: events, accuracy, log_loss, macro_f1, roc_auc, cold, seconds, events_per_s."""
+        """Per model: events, accuracy, log_loss, macro_f1, roc_auc, cold, seconds, events_per_s,
+        ece (before and after online calibration), and under a loss matrix expected_cost,
+        unsure_rate and, for two classes with a reject cost, the three-way ``cutoffs`` on
+        p(positive) that would have minimised the cost of this replay."""
         n_labels = len(self.labels)
         if self.positive is not None and self.positive not in self.labels:
             n_labels = 0  # the requested positive class never occurred: no AUC to report
-        return {name: score.summary(n_labels) for name, score in self.scores.items()}
+        out = {name: score.summary(n_labels) for name, score in self.scores.items()}
+        for name, score in self.scores.items():
+            out[name]["cutoffs"] = self._cutoffs(score)
+        return out
+
+    def positive_scores(self, score: ModelScore) -> tuple[np.ndarray, np.ndarray]:
+        """``(p(positive), is positive)`` per scored event, for :attr:`positive_label` (two labels).
+
+        Events are stored against the label chosen when scoring began; with two labels the other
+        label's probability is one minus it."""
+        p = np.asarray(score.p_positive, dtype=np.float64)
+        y = np.asarray(score.is_positive, dtype=bool)
+        if self._auc_label != self.positive_label:
+            return 1.0 - p, ~y
+        return p, y
+
+    def _cutoffs(self, score: ModelScore) -> dict[str, Any] | None:
+        loss, positive = self.loss, self.positive_label
+        if loss is None or loss.reject is None or len(self.labels) != 2 or not score.p_positive \
+                or str(positive) not in loss.classes:
+            return None
+        from streambayes.decide import tune_cutoffs
+
+        negative = str(next(label for label in self.labels if label != positive))
+        if negative not in loss.classes:
+            return None
+        index = {c: i for i, c in enumerate(loss.classes)}
+        p, n = index[str(positive)], index[negative]
+        p_pos, is_pos = self.positive_scores(score)
+        tuned = tune_cutoffs(p_pos, is_pos, score.weights,
+                             fp_cost=float(loss.loss[p, n]), fn_cost=float(loss.loss[n, p]),
+                             unsure_cost=float(loss.reject))
+        return {"positive": str(positive), "low": tuned.low, "high": tuned.high,
+                "expected_cost": tuned.cost, "unsure_rate": tuned.unsure_rate}
 
     @property
     def curves(self) -> dict[str, Curve]:

@@ -287,11 +287,12 @@ def write_report(result: ReplayResult, directory: Path) -> list[Path]:
     scored = {m: s for m, s in run.scores.items() if s.p_top}
     if scored:
         first = next(iter(scored))
+        s = scored[first]
         figures["reliability.png"] = reliability_diagram(
-            (scored[first].p_top, scored[first].correct),
-            title=f"{first}: reliability of the top class ({name})")
+            (s.p_top, s.correct), (s.p_top_calibrated, s.correct),
+            title=f"{first}: top-class reliability, before / after calibration")
     if len(run.labels) == 2 and run.positive_label is not None and scored:
-        pairs = {m: (s.p_positive, s.is_positive) for m, s in scored.items()}
+        pairs = {m: run.positive_scores(s) for m, s in scored.items()}
         figures["roc.png"] = roc_curve_figure(pairs, title=f"ROC, positive = {run.positive_label}")
         fp, fn = _binary_costs(run.loss, run.positive_label, run.labels)
         title = f"cost per event vs cutoff on p({run.positive_label}), FP {fp:g} : FN {fn:g}"

@@ -240,6 +240,9 @@ def test_replay_with_a_loss_matrix_reports_cost_unsure_rate_and_plots(tmp_path, 
                  "--reject", "0.2", "--report", str(report), "--batch-size", "50"]) == 0
     m = json.loads((report / "metrics.json").read_text())["models"]["mnb"]
     assert 0 <= m["expected_cost"] < 0.2 and 0 <= m["unsure_rate"] < 0.2 and 0 <= m["ece"] < 0.2
+    assert m["cutoffs"]["positive"] == "spam" and 0 <= m["cutoffs"]["low"] <= m["cutoffs"]["high"] <= 1
+    assert m["cutoffs"]["expected_cost"] <= m["expected_cost"] + 1e-12  # tuned on this very replay
+    assert m["log_loss_calibrated"] > 0 and m["calibration_alpha"] > 0 and m["ece_calibrated"] >= 0
     for png in ("learning_curves.png", "reliability.png", "roc.png", "cost_vs_cutoff.png"):
         assert (report / png).stat().st_size > 1000
     assert "cost" in capsys.readouterr().out  # the summary table gains the cost columns
@@ -265,3 +268,13 @@ def test_predict_decides_by_the_loss_matrix(tmp_path):
                  str(tmp_path / "s"), "--loss", '{"spam": {"ham": 10}}', "--reject", "0.1"]) == 0
     decisions = {p["id"]: p["decision"] for p in map(json.loads, out.read_text().splitlines())}
     assert decisions == {"a": "spam", "b": "unsure", "c": "ham"}
+
+
+def test_online_calibration_lowers_the_log_loss_of_over_confident_naive_bayes(capsys):
+    """On SMS spam, α fitted prequentially squashes MNB's extreme posteriors: lower log loss."""
+    from streambayes.runtime.replay import FileReplay, replay_file
+
+    result = replay_file(FileReplay(path=SMS, models=("mnb",), limit=3000), progress=False)
+    m = result.run.summary()["mnb"]
+    assert m["calibration_alpha"] < 0.8
+    assert m["log_loss_calibrated"] < 0.85 * m["log_loss"]
