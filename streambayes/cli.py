@@ -242,6 +242,9 @@ def _add_replay_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--network", type=Path, metavar="FILE.bif",
                    help="Bayesian network for --model bn (its class variable is the label field)")
     _add_decision_arguments(p)
+    p.add_argument("--per-key", action="store_true",
+                   help="one model per event key (user), backed off to a global model; reports "
+                        "precision of each key's top 10%% and NDCG")
 
 
 def _run_replay(args: argparse.Namespace, settings: Settings) -> int:
@@ -255,7 +258,7 @@ def _run_replay(args: argparse.Namespace, settings: Settings) -> int:
         label_field=args.label_field, text_field=args.text_field, key_field=args.key_field,
         limit=args.limit, batch_size=args.batch_size, positive=args.positive,
         dead_letter=args.dead_letter, report=args.report, network=args.network,
-        loss=_loss_matrix(args))
+        loss=_loss_matrix(args), per_key=args.per_key)
     replay_file(job, settings=settings)
     return 0
 

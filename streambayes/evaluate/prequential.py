@@ -58,6 +58,7 @@ from river import metrics
 from streambayes.errors import FeatureError, ModelError
 
 AUC_THRESHOLDS = 50
+KEY = "__streambayes_key__"  # an event's key inside its x dict, for per-key evaluation
 _CURVE_MAX_POINTS = 2000
 
 
@@ -142,7 +143,7 @@ class ModelScore:
         self.curve = Curve()
 
     def update(self, classes: list, log_proba: np.ndarray, ys: Sequence, ws: Sequence[float],
-               auc_label: Any) -> None:
+               auc_label: Any, keys: Sequence | None = None) -> None:
         """Score one predicted batch: row ``i`` of ``log_proba`` is the posterior of ``ys[i]``."""
         self.events += len(ys)
         if not classes:
@@ -158,6 +159,8 @@ class ModelScore:
             # a label the model has never learned gets probability 0 (River then clamps to 1e-15)
             self.log_loss.update(y, {y: 0.0} | dict(zip(classes, proba[i].tolist(), strict=True)), w)
             self.roc_auc.update(y == auc_label, auc_score(_log_odds(log_proba[i], pos)), w)
+        if keys is not None:
+            self.keys.extend(keys)
         self._calibrate(classes, log_proba, ys, ws)
         self.p_top.extend(proba[np.arange(len(ys)), best].tolist())
         self.correct.extend(classes[b] == y for b, y in zip(best, ys, strict=True))
@@ -262,8 +265,9 @@ class Prequential:
         if self._auc_label is None and ys_kept:
             self._auc_label = ys_kept[0]
         self.events += len(keep)
+        keys = [xs[i].get(KEY) for i in keep] if keep and KEY in xs[keep[0]] else None
         for name, (X, classes, log_proba) in predicted.items():
-            self.scores[name].update(classes, log_proba, ys_kept, ws_kept, self._auc_label)
+            self.scores[name].update(classes, log_proba, ys_kept, ws_kept, self._auc_label, keys)
             rejected.update(self._learn(name, X, [xs[i] for i in keep], ys_kept, ws_kept, keep))
         for score in self.scores.values():
             if score.events > score.cold:
@@ -327,7 +331,21 @@ class Prequential:
         out = {name: score.summary(n_labels) for name, score in self.scores.items()}
         for name, score in self.scores.items():
             out[name]["cutoffs"] = self._cutoffs(score)
+            out[name].update(self._ranking(score))
         return out
+
+    def _ranking(self, score: ModelScore) -> dict[str, Any]:
+        """Per-key ranking quality of p(positive): precision of each key's top 10% and NDCG,
+        averaged over keys (only when events carry keys and there are two labels)."""
+        if not score.keys or len(self.labels) != 2 or len(score.keys) != len(score.p_positive):
+            return {}
+        from streambayes.evaluate.ranking import ndcg_per_key, precision_at_fraction_per_key
+
+        p, y = self.positive_scores(score)
+        precision = precision_at_fraction_per_key(score.keys, p, y, fraction=0.10)
+        gain = ndcg_per_key(score.keys, p, y.astype(np.float64))
+        return {"precision_at_10pct": precision.mean, "ndcg": gain.mean,
+                "keys": len(set(score.keys))}
 
     def positive_scores(self, score: ModelScore) -> tuple[np.ndarray, np.ndarray]:
         """``(p(positive), is positive)`` per scored event, for :attr:`positive_label` (two labels).

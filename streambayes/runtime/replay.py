@@ -24,8 +24,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from streambayes.config import Settings
-from streambayes.errors import ModelError, NetworkError, UsageError
-from streambayes.evaluate.prequential import Learner, Prequential
+from streambayes.errors import FeatureError, ModelError, NetworkError, UsageError
+from streambayes.evaluate.prequential import KEY, Learner, Prequential
 from streambayes.runtime.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.events import DeadLetter
 from streambayes.runtime.sinks import FileSink, Sink
@@ -94,6 +94,51 @@ def build_models(names: Sequence[str], network: Path | None = None,
     return models
 
 
+class KeyedLearner:
+    """A :class:`~streambayes.models.perkey.PerKeyModel` behind the prequential learner protocol:
+    each event's key rides in its ``x`` dict under :data:`~streambayes.evaluate.prequential.KEY`.
+    An event without a key cannot be featurized (a ``bad_feature`` dead letter naming why)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    @property
+    def classes(self) -> list:
+        return self.inner.classes
+
+    def featurize(self, xs: Sequence[dict]) -> tuple[list[str], Any]:
+        keys = [x.get(KEY) for x in xs]
+        for i, key in enumerate(keys):
+            if not isinstance(key, str) or not key:
+                raise FeatureError(f"--per-key needs a key for every event; event {i} of the batch has "
+                                   "none (give events a 'key', or name a field with --key-field)")
+        return keys, self.inner.featurize([{k: v for k, v in x.items() if k != KEY} for x in xs])
+
+    def predict_log_proba_many(self, X: tuple[list[str], Any]) -> Any:
+        keys, batch = X
+        return self.inner.predict_log_proba_many(batch, keys)
+
+    def learn_many(self, X: tuple[list[str], Any], y: Sequence, w: Sequence[float] | None = None) -> None:
+        keys, batch = X
+        self.inner.learn_many(batch, y, w, keys=keys)
+
+
+def per_key_models(names: Sequence[str], backoff: float = 20.0) -> dict[str, Learner]:
+    """One backed-off per-key learner for each model name (``bn`` is not supported per key)."""
+    from streambayes.models import MODEL_NAMES
+    from streambayes.models.perkey import PerKeyModel
+
+    models: dict[str, Learner] = {}
+    for name in names:
+        if name in models:
+            raise UsageError(f"model {name!r} is given twice")
+        if name not in MODEL_NAMES or name == "bn":
+            valid = ", ".join(n for n in MODEL_NAMES if n != "bn")
+            raise UsageError(f"model {name!r} cannot run per key (valid: {valid})")
+        models[name] = KeyedLearner(PerKeyModel(base=name, backoff=backoff))
+    return models
+
+
 def replay(
     source: Source,
     decoder: Decoder,
@@ -106,6 +151,7 @@ def replay(
     on_batch: Callable[[], None] | None = None,
     topic: str = "",
     loss: Any = None,
+    per_key: bool = False,
 ) -> ReplayResult:
     """Prequential replay of ``source`` until it is exhausted or ``limit`` records were read.
 
@@ -128,7 +174,8 @@ def replay(
             else:
                 good.append(item)
         try:
-            rejected = result.run.step([d.x for d in good], [d.label for d in good],
+            xs = [{**d.x, KEY: d.event.key} for d in good] if per_key else [d.x for d in good]
+            rejected = result.run.step(xs, [d.label for d in good],
                                        [d.weight for d in good]) if good else []
         except ModelError as exc:
             if loss is None:
@@ -166,13 +213,15 @@ class FileReplay:
     report: Path | None = None
     network: Path | None = None
     loss: Any = None  # a streambayes.decide.LossMatrix
+    per_key: bool = False  # one model per event key, backed off to a global model
 
 
 def replay_file(job: FileReplay, console: Console | None = None,
                 progress: bool | None = None, settings: Settings | None = None) -> ReplayResult:
     """Replay a file or a Kafka range, print the summary, and write the report when asked."""
     console = console or Console(width=None if sys.stdout.isatty() else 140)  # files: no wrapping
-    models = build_models(job.models, job.network, job.label_field)
+    models = per_key_models(job.models) if job.per_key else \
+        build_models(job.models, job.network, job.label_field)
     if job.limit is not None and job.limit < 0:
         raise UsageError(f"--limit must be >= 0, got {job.limit}")
     with _open(job, settings or Settings()) as source:
@@ -185,7 +234,7 @@ def replay_file(job: FileReplay, console: Console | None = None,
         with FileSink(dl_path, mode="w") as sink, _progress(source, progress) as tick:
             result = replay(source, decoder, models, sink, batch_size=job.batch_size,
                             limit=job.limit, positive=job.positive, on_batch=tick,
-                            topic=source.topic, loss=job.loss)
+                            topic=source.topic, loss=job.loss, per_key=job.per_key)
         result.dead_letter_path = dl_path
     print_summary(result, console)
     if job.report is not None:
