@@ -245,6 +245,9 @@ def _add_replay_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--per-key", action="store_true",
                    help="one model per event key (user), backed off to a global model; reports "
                         "precision of each key's top 10%% and NDCG")
+    p.add_argument("--label-delay", type=_count, metavar="N",
+                   help="labels arrive N events after their event (as spam reports do); adds "
+                        "sliding-window and fading accuracy and ADWIN drift points")
 
 
 def _run_replay(args: argparse.Namespace, settings: Settings) -> int:
@@ -258,7 +261,7 @@ def _run_replay(args: argparse.Namespace, settings: Settings) -> int:
         label_field=args.label_field, text_field=args.text_field, key_field=args.key_field,
         limit=args.limit, batch_size=args.batch_size, positive=args.positive,
         dead_letter=args.dead_letter, report=args.report, network=args.network,
-        loss=_loss_matrix(args), per_key=args.per_key)
+        loss=_loss_matrix(args), per_key=args.per_key, label_delay=args.label_delay)
     replay_file(job, settings=settings)
     return 0
 

@@ -106,10 +106,11 @@ class DelayedPrequential(Prequential):
     """Predict on arrival, score and learn ``delay`` events later; see the module docstring."""
 
     def __init__(self, models: Mapping[str, Learner], delay: int = 0, positive: str | None = None,
-                 window: int = 1000, alpha: float = 0.999, drift_delta: float = 0.002) -> None:
+                 window: int = 1000, alpha: float = 0.999, drift_delta: float = 0.002,
+                 loss: Any = None) -> None:
         if delay < 0:
             raise ValueError(f"DelayedPrequential: delay must be >= 0, got {delay}")
-        super().__init__(models, positive)
+        super().__init__(models, positive, loss)
         self.delay = delay
         self.window = window
         self.alpha = alpha

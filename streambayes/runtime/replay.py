@@ -152,6 +152,7 @@ def replay(
     topic: str = "",
     loss: Any = None,
     per_key: bool = False,
+    label_delay: int | None = None,
 ) -> ReplayResult:
     """Prequential replay of ``source`` until it is exhausted or ``limit`` records were read.
 
@@ -159,7 +160,16 @@ def replay(
     and the summary gains ``expected_cost`` and ``unsure_rate``."""
     if batch_size < 1:
         raise UsageError(f"batch size must be at least 1, got {batch_size}")
-    result = ReplayResult(topic, Prequential(models, positive, loss))
+    if label_delay is None:
+        run: Prequential = Prequential(models, positive, loss)
+    else:  # labels arrive label_delay events late; sliding/fading accuracy and ADWIN drift points
+        from streambayes.evaluate.delayed import DelayedPrequential
+
+        if label_delay < 0:
+            raise UsageError(f"--label-delay must be >= 0, got {label_delay}")
+        run = DelayedPrequential(models, label_delay, positive, loss=loss)
+    result = ReplayResult(topic, run)
+    by_position: dict[int, Decoded] = {}  # delayed runs reject by stream position
     start = time.perf_counter()
     while limit is None or result.records < limit:
         want = batch_size if limit is None else min(batch_size, limit - result.records)
@@ -175,6 +185,9 @@ def replay(
                 good.append(item)
         try:
             xs = [{**d.x, KEY: d.event.key} for d in good] if per_key else [d.x for d in good]
+            base = getattr(result.run, "position", None)
+            if base is not None:
+                by_position.update((base + i, d) for i, d in enumerate(good))
             rejected = result.run.step(xs, [d.label for d in good],
                                        [d.weight for d in good]) if good else []
         except ModelError as exc:
@@ -182,8 +195,12 @@ def replay(
                 raise
             raise UsageError(f"--loss: {exc}") from None
         for rej in rejected:
-            _send(dead_letters, result, dead_letter(good[rej.index].record, "bad_feature",
-                                                     rej.error))
+            bad = good[rej.index] if base is None else by_position[rej.index]
+            _send(dead_letters, result, dead_letter(bad.record, "bad_feature", rej.error))
+        if base is not None:  # keep only events whose labels may still be learned
+            oldest = result.run.position - result.run.pending - batch_size
+            for position in [p for p in by_position if p < oldest]:
+                del by_position[position]
         if on_batch is not None:
             on_batch()
     dead_letters.flush()
@@ -214,6 +231,7 @@ class FileReplay:
     network: Path | None = None
     loss: Any = None  # a streambayes.decide.LossMatrix
     per_key: bool = False  # one model per event key, backed off to a global model
+    label_delay: int | None = None  # labels arrive this many events after their event
 
 
 def replay_file(job: FileReplay, console: Console | None = None,
@@ -234,7 +252,8 @@ def replay_file(job: FileReplay, console: Console | None = None,
         with FileSink(dl_path, mode="w") as sink, _progress(source, progress) as tick:
             result = replay(source, decoder, models, sink, batch_size=job.batch_size,
                             limit=job.limit, positive=job.positive, on_batch=tick,
-                            topic=source.topic, loss=job.loss, per_key=job.per_key)
+                            topic=source.topic, loss=job.loss, per_key=job.per_key,
+                            label_delay=job.label_delay)
         result.dead_letter_path = dl_path
     print_summary(result, console)
     if job.report is not None:
@@ -346,6 +365,11 @@ def write_report(result: ReplayResult, directory: Path) -> list[Path]:
         fp, fn = _binary_costs(run.loss, run.positive_label, run.labels)
         title = f"cost per event vs cutoff on p({run.positive_label}), FP {fp:g} : FN {fn:g}"
         figures["cost_vs_cutoff.png"] = cost_vs_cutoff_figure(pairs, fp, fn, title=title)
+    if hasattr(run, "window_curves"):
+        from streambayes.evaluate.report_plots import window_accuracy_figure
+
+        figures["window_accuracy.png"] = window_accuracy_figure(
+            run.window_curves, run.drift_points, title=f"sliding / fading accuracy ({name})")
     written = [metrics_path]
     for filename, figure in figures.items():
         figure.savefig(directory / filename, dpi=100)
