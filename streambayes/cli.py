@@ -109,17 +109,19 @@ def _loss_mapping(text: str) -> dict:
     return mapping
 
 
-def _loss_matrix(args: argparse.Namespace):
-    """The LossMatrix of ``--loss``/``--reject`` (None without either)."""
+def _loss_matrix(args: argparse.Namespace, settings: Settings):
+    """The LossMatrix of ``--loss``/``--reject``, else of ``STREAMBAYES_LOSS``/``_REJECT`` (or None)."""
     from streambayes.decide import LossMatrix
     from streambayes.errors import ModelError
 
-    if args.loss is None and args.reject is None:
+    loss = args.loss if args.loss is not None else settings.loss
+    reject = args.reject if args.reject is not None else settings.reject
+    if loss is None and reject is None:
         return None
-    if args.loss is None:
+    if loss is None:
         raise UsageError("--reject needs --loss (the costs of the decisions it is weighed against)")
     try:
-        return LossMatrix.from_mapping(args.loss, reject=args.reject)
+        return LossMatrix.from_mapping(loss, reject=reject)
     except ModelError as exc:
         raise UsageError(f"--loss: {exc}") from None
 
@@ -170,6 +172,8 @@ def _add_learn_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep", type=_positive_int, default=5, metavar="K",
                    help="snapshots kept (default: 5)")
     p.add_argument("--network", type=Path, metavar="FILE.bif", help="Bayesian network for bn")
+    p.add_argument("--per-key", action="store_true",
+                   help="one model per event key (user), backed off to a global model")
     p.add_argument("--new-source", action="store_true",
                    help="continue a snapshot learned from another source (default: refuse)")
     _add_record_arguments(p)
@@ -261,7 +265,8 @@ def _run_replay(args: argparse.Namespace, settings: Settings) -> int:
         label_field=args.label_field, text_field=args.text_field, key_field=args.key_field,
         limit=args.limit, batch_size=args.batch_size, positive=args.positive,
         dead_letter=args.dead_letter, report=args.report, network=args.network,
-        loss=_loss_matrix(args), per_key=args.per_key, label_delay=args.label_delay)
+        loss=_loss_matrix(args, settings), per_key=args.per_key,
+        label_delay=args.label_delay)
     replay_file(job, settings=settings)
     return 0
 
@@ -319,7 +324,7 @@ def _run_learn(args: argparse.Namespace, settings: Settings) -> int:
                    partitions=args.partitions, format=args.format, label_field=args.label_field,
                    text_field=args.text_field, key_field=args.key_field, batch_size=args.batch_size,
                    follow=args.follow, network=args.network, keep=args.keep,
-                   new_source=args.new_source)
+                   new_source=args.new_source, per_key=args.per_key)
     _logging()
     with _stop_on_signals() as stop, _stopped_quietly(stop):
         stats = run_learn(job, settings, stop)
@@ -338,7 +343,7 @@ def _run_predict(args: argparse.Namespace, settings: Settings) -> int:
                      label_field=args.label_field, text_field=args.text_field,
                      key_field=args.key_field, batch_size=args.batch_size, clues=args.clues,
                      follow=args.follow, reload_seconds=args.reload_seconds,
-                     loss=_loss_matrix(args))
+                     loss=_loss_matrix(args, settings))
     _logging()
     with _stop_on_signals() as stop, _stopped_quietly(stop):
         stats = run_predict(job, settings, stop)

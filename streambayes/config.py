@@ -15,6 +15,9 @@
   ``STREAMBAYES_KAFKA_SSL_KEYFILE``: passed through to the client.
 - ``STREAMBAYES_KAFKA_OPTIONS``: a JSON object of further client options, passed as they are
   (kafka-python keyword names, or librdkafka property names for ``confluent``).
+- ``STREAMBAYES_LOSS`` (a JSON loss matrix ``{"decided": {"truth": cost}}``) and
+  ``STREAMBAYES_REJECT`` (the cost of "unsure"): decisions of ``predict`` and ``replay`` when
+  ``--loss``/``--reject`` are not given.
 - ``STREAMBAYES_KAFKA_GROUP``: consumer group of ``predict`` (and of ``learn``'s lag-only
   offset commits); default ``streambayes-predict`` / ``streambayes-learn``.
 
@@ -62,6 +65,9 @@ class Settings(BaseSettings):
     kafka_ssl_keyfile: Path | None = None
     kafka_options: dict[str, Any] = Field(default_factory=dict)
     kafka_group: str | None = None
+
+    loss: dict[str, dict[str, float]] | None = None  # STREAMBAYES_LOSS='{"spam": {"ham": 10}}'
+    reject: float | None = None  # STREAMBAYES_REJECT: the cost of answering "unsure"
 
     def kafka_security(self) -> dict[str, Any]:
         """The connection options that are set, in neutral names (each backend maps them).

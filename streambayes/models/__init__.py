@@ -39,6 +39,10 @@ def make_model(name: str, **params):
 def model_from_state(state: Mapping):
     """Rebuild a learner from ``to_state()`` output (e.g. a decoded snapshot)."""
     name = state.get("model")
+    if name == "perkey":
+        from streambayes.models.perkey import PerKeyModel
+
+        return PerKeyModel.from_state(state)
     if name not in MODELS:
         raise ModelError(f"state names unknown model {name!r}")
     return MODELS[name].from_state(state)

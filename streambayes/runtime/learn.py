@@ -55,6 +55,7 @@ class LearnJob:
     follow: bool = False
     network: Path | None = None
     keep: int = 5
+    per_key: bool = False  # one model per event key, backed off to a global model
     new_source: bool = False  # continue a snapshot learned from another source
 
 
@@ -81,6 +82,26 @@ def merge_positions(base: Mapping[str, Mapping[str, int]],
     for topic, parts in update.items():
         out.setdefault(topic, {}).update(parts)
     return out
+
+
+def is_per_key(model: Any) -> bool:
+    return getattr(model, "name", None) == "perkey"
+
+
+def keyed_events(model: Any, good: list[Decoded],
+                 dead: Callable[[DeadLetter], None]) -> list[Decoded]:
+    """``good`` unchanged, or for a per-key model those with a key (the rest dead-lettered)."""
+    if not is_per_key(model):
+        return good
+    kept = []
+    for d in good:
+        if d.event.key:
+            kept.append(d)
+        else:
+            dead(dead_letter(d.record, "bad_feature", f"event {d.event.id!r} has no key: a per-key "
+                             "model needs one per event (give it a 'key', or name a field with "
+                             "--key-field)"))
+    return kept
 
 
 def send_dead_letter(letter: DeadLetter, counts: Counter[str],
@@ -197,19 +218,17 @@ class LearnLoop:
                 self._dead(item)
             else:
                 good.append(item)
+        good = self._with_keys(good)
         if not good:
             return
-        xs = [d.x for d in good]
-        ys = [d.label for d in good]
-        ws = [d.weight for d in good]
         try:
-            self.model.learn_many(self.model.featurize(xs), ys, ws)
+            self._learn_batch(good)
             learned = len(good)
         except Exception:  # noqa: BLE001 (learn one by one: keep the good events, letter the bad)
             learned = 0
             for d in good:
                 try:
-                    self.model.learn_many(self.model.featurize([d.x]), [d.label], [d.weight])
+                    self._learn_batch([d])
                     learned += 1
                 except FeatureError as exc:  # refused before anything changed
                     self._dead(dead_letter(d.record, "bad_feature", str(exc)))
@@ -218,6 +237,15 @@ class LearnLoop:
                     self._dead(dead_letter(d.record, "model_error", f"{type(exc).__name__}: {exc}"))
         self.stats.events += learned
         self.events_total += learned
+
+    def _learn_batch(self, ds: list[Decoded]) -> None:
+        keys = {"keys": [d.event.key for d in ds]} if is_per_key(self.model) else {}
+        self.model.learn_many(self.model.featurize([d.x for d in ds]), [d.label for d in ds],
+                              [d.weight for d in ds], **keys)
+
+    def _with_keys(self, good: list[Decoded]) -> list[Decoded]:
+        """For a per-key model, the events with a key; the others become dead letters."""
+        return keyed_events(self.model, good, self._dead)
 
     def _dead(self, letter: DeadLetter) -> None:
         send_dead_letter(letter, self.stats.dead_letters, self.dead_letters)
@@ -253,11 +281,17 @@ def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = 
         name = job.model
 
         def make() -> Any:
+            if job.per_key:
+                from streambayes.models.perkey import PerKeyModel
+
+                build_models([name or "nb"], job.network, job.label_field)  # checks the name
+                return PerKeyModel(base=name or "nb")
             return build_models([name or "nb"], job.network, job.label_field)[name or "nb"]
 
         config = {"source": job.source, "partitions": list(job.partitions or []) or None,
                   "label_field": job.label_field, "format": decoder.format}
-        loop = LearnLoop(source, decoder, store, make, name, dead_letters=dead, every=job.every,
+        loop = LearnLoop(source, decoder, store, make, "perkey" if job.per_key else name,
+                         dead_letters=dead, every=job.every,
                          every_seconds=job.every_seconds, batch_size=job.batch_size,
                          stop_at_end=isinstance(source, FileSource) and not job.follow, stop=stop,
                          config=config, new_source=job.new_source)

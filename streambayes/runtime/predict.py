@@ -29,7 +29,7 @@ from streambayes.config import Settings
 from streambayes.errors import FeatureError, ModelError, SnapshotError, UsageError
 from streambayes.runtime.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.events import DeadLetter, Posterior
-from streambayes.runtime.learn import send_dead_letter
+from streambayes.runtime.learn import is_per_key, keyed_events, send_dead_letter
 from streambayes.runtime.shards import Merged, latest_all, merge_snapshots, open_stores
 from streambayes.runtime.sinks import Sink
 from streambayes.runtime.sources import FileSource, Format, Source
@@ -238,15 +238,23 @@ class PredictLoop:
 
     def _predict(self, model: Any, good: list[Decoded]) -> tuple[list[Decoded], np.ndarray]:
         """Log-posteriors of the batch; events the model cannot featurize become dead letters."""
+        good = keyed_events(model, good, self._dead)
         if not good:
             return good, np.zeros((0, len(model.classes)))
+
+        def predict(ds: list[Decoded]) -> np.ndarray:
+            X = model.featurize([d.x for d in ds])
+            if is_per_key(model):
+                return model.predict_log_proba_many(X, [d.event.key for d in ds])
+            return model.predict_log_proba_many(X)
+
         try:
-            return good, model.predict_log_proba_many(model.featurize([d.x for d in good]))
+            return good, predict(good)
         except Exception:  # noqa: BLE001 (one by one: serve the good events, letter the bad)
             kept, rows = [], []
             for d in good:
                 try:
-                    rows.append(model.predict_log_proba_many(model.featurize([d.x]))[0])
+                    rows.append(predict([d])[0])
                     kept.append(d)
                 except FeatureError as exc:
                     self._dead(dead_letter(d.record, "bad_feature", str(exc)))

@@ -145,3 +145,32 @@ def test_a_stop_while_waiting_for_the_broker_exits_0(tmp_path, capsys):
     finally:
         timer.cancel()
     assert "stopped before the broker answered" in capsys.readouterr().out
+
+
+def test_learn_and_predict_per_key_and_the_loss_matrix_from_the_environment(tmp_path, monkeypatch):
+    """learn/predict --per-key: each reader's model (keys required: a keyless event is a dead
+    letter); STREAMBAYES_LOSS/REJECT give the decisions when no flag does."""
+    lines = []
+    for n in range(300):
+        user, topic = ("ann", "bob")[n % 2], ("goal match", "code linux")[(n // 2) % 2]
+        liked = (user == "ann") == (topic == "goal match")
+        lines.append(json.dumps({"id": f"a{n}", "key": user, "text": topic,
+                                 "label": "interesting" if liked else "boring"}))
+    lines.append(json.dumps({"id": "keyless", "text": "goal", "label": "boring"}))
+    train = tmp_path / "train.jsonl"
+    train.write_text("\n".join(lines) + "\n")
+    snaps, dead = tmp_path / "s", tmp_path / "dead.jsonl"
+    assert main(["learn", "--source", str(train), "--snapshots", str(snaps), "--model", "mnb",
+                 "--per-key", "--dead-letter", str(dead)]) == 0
+    assert [json.loads(line)["reason"] for line in dead.read_text().splitlines()] == ["bad_feature"]
+    query = tmp_path / "q.jsonl"
+    query.write_text('{"id": "1", "key": "ann", "text": "goal match"}\n'
+                     '{"id": "2", "key": "bob", "text": "goal match"}\n'
+                     '{"id": "3", "key": "cat", "text": "code"}\n')
+    monkeypatch.setenv("STREAMBAYES_LOSS", '{"interesting": {"boring": 5}}')
+    monkeypatch.setenv("STREAMBAYES_REJECT", "0.4")
+    out = tmp_path / "out.jsonl"
+    assert main(["predict", "--source", str(query), "--sink", str(out), "--snapshots", str(snaps)]) == 0
+    posts = {p["id"]: p for p in map(json.loads, out.read_text().splitlines())}
+    assert posts["1"]["decision"] == "interesting" and posts["2"]["decision"] == "boring"
+    assert posts["3"]["model"] == "perkey" and posts["3"]["decision"] in ("boring", "unsure")
