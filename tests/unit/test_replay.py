@@ -6,17 +6,17 @@ import math
 import os
 from pathlib import Path
 
-import numpy as np
 import pytest
 from rich.console import Console
 
-from streambayes.errors import FeatureError, UsageError
+from streambayes.errors import UsageError
 from streambayes.evaluate.prequential import Prequential, prequential
 from streambayes.models import make_model
 from streambayes.runtime.decode import Decoder
 from streambayes.runtime.replay import FileReplay, build_models, replay, replay_file
 from streambayes.runtime.sinks import MemorySink
 from streambayes.runtime.sources import FileSource, MemorySource
+from tests.unit.recorder import Recorder
 
 
 def shared_data() -> Path:
@@ -30,35 +30,6 @@ def shared_data() -> Path:
 
 
 SMS = shared_data() / "sms_spam_collection" / "SMSSpamCollection"
-
-
-class Recorder:
-    """A tiny learner (majority class) that logs calls and rejects x with a "poison" key."""
-
-    def __init__(self, log: list):
-        self.counts: dict = {}
-        self.log = log
-
-    @property
-    def classes(self):
-        return sorted(self.counts)
-
-    def featurize(self, xs):
-        for x in xs:
-            if "poison" in x:
-                raise FeatureError(f"field 'poison': bad value {x['poison']!r}")
-        return list(xs)
-
-    def predict_log_proba_many(self, X):
-        self.log.append(("predict", [x["i"] for x in X]))
-        total = sum(self.counts.values())
-        row = [math.log(self.counts[c] / total) for c in self.classes]
-        return np.array([row] * len(X)).reshape(len(X), len(self.classes))
-
-    def learn_many(self, X, y, w=None):
-        self.log.append(("learn", [x["i"] for x in X]))
-        for label, weight in zip(y, w or [1.0] * len(y), strict=True):
-            self.counts[label] = self.counts.get(label, 0) + weight
 
 
 def test_each_event_is_predicted_before_it_is_learned():
