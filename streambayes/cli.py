@@ -235,7 +235,8 @@ def _add_replay_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--key-field", metavar="F", help="key column/field")
     p.add_argument("--limit", type=_count, metavar="N", help="stop after N records")
     p.add_argument("--batch-size", type=_positive_int, default=256, metavar="N",
-                   help="mini-batch size: predict N events, then learn them (default: 256)")
+                   help="largest mini-batch: predict N events, then learn them; batches grow 1, 2, 4, ... up "
+                        "to N (default: 256)")
     p.add_argument("--positive", metavar="LABEL",
                    help="positive class for ROC AUC (default: the larger of two labels)")
     p.add_argument("--dead-letter", type=Path, metavar="PATH",

@@ -4,8 +4,10 @@ Formats (DESIGN §6): ``jsonl`` is the event schema of §2 (``--label-field``/``
 ``--key-field`` rename fields of other JSON layouts); ``tsv`` is ``label<TAB>text`` (the SMS Spam
 Collection); ``csv`` has a header row, a label column, an optional text column (``text_field``, or
 a column literally named ``text``) and every other column a feature: numeric when it parses as a
-finite number, categorical otherwise, missing (``None``) when empty. TSV and CSV events get the
-id ``"<file stem>-<offset>"``.
+finite number, categorical otherwise, missing (``None``) when empty. An event without an ``id``
+(every TSV and CSV record, and JSONL events that carry none) gets a stable one from its source
+position: ``"<file stem>-<offset>"`` in a file (offset = record number from 0), ``"<topic>-<partition>-
+<offset>"`` on Kafka.
 
 Dead-letter reasons: ``undecodable`` (not UTF-8), ``bad_json``, ``invalid_event`` (wrong types,
 missing id, wrong field count...), ``missing_label``, ``empty_event`` (no text and no features),
@@ -41,6 +43,8 @@ from streambayes.runtime.sources import Format, Record
 
 _INT = re.compile(r"[+-]?\d+")
 _FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_FILE_SUFFIXES = frozenset({".gz", ".gzip", ".bz2", ".xz", ".zst", ".jsonl", ".json", ".ndjson",
+                            ".csv", ".tsv", ".txt"})
 _OWN_REASONS = frozenset({"bad_feature", "empty_event"})
 
 
@@ -152,6 +156,7 @@ class Decoder:
             if label is None and self.require_label:
                 out.append(self.decode(record))
             else:
+                event = _with_id(event, record)
                 out.append(Decoded(record, event, event.to_x(), label, event.weight))
         return out
 
@@ -163,7 +168,7 @@ class Decoder:
             return dead_letter(record, "undecodable", f"not valid UTF-8: {exc}")
         try:
             fields = self._fields(text, record)
-            event = _validate(fields)
+            event = _with_id(_validate(fields), record)
             label = event.label if event.label and event.label.strip() else None
             if label is None and self.require_label:
                 raise Rejected("missing_label", f"event {event.id!r} has no label")
@@ -211,7 +216,18 @@ class Decoder:
 
 
 def _default_id(record: Record) -> str:
-    return f"{PurePath(record.topic).stem}-{record.offset}"
+    """A stable id from the record's position: file stem and record number, or topic, partition
+    and offset (a Kafka record has no line)."""
+    if record.line is None:
+        return f"{record.topic}-{record.partition}-{record.offset}"
+    name = PurePath(record.topic)
+    while name.suffix.lower() in _FILE_SUFFIXES:
+        name = name.with_suffix("")
+    return f"{name.name}-{record.offset}"
+
+
+def _with_id(event: Event, record: Record) -> Event:
+    return event if event.id is not None else event.model_copy(update={"id": _default_id(record)})
 
 
 def _tsv_fields(text: str, event_id: str) -> dict[str, Any]:

@@ -50,7 +50,7 @@ class Event(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    id: StrictStr
+    id: StrictStr | None = None  # the decoder fills a missing id from the source position
     key: StrictStr | None = None
     ts: datetime | None = None
     label: StrictStr | None = None

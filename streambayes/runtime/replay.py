@@ -1,6 +1,8 @@
 """Replay: read a source to its end and evaluate models prequentially (DESIGN §4, §6).
 
-Records are polled in mini-batches of ``batch_size``; each is decoded and validated (bad ones
+Records are polled in mini-batches that grow from 1 (1, 2, 4, ... up to ``batch_size``), so the
+first events are predicted one at a time by a model that has learned every event before them
+and even a stream shorter than one batch gets every metric; each batch is decoded and validated (bad ones
 go to the dead-letter sink with their reason), and the good events go through
 :class:`~streambayes.evaluate.prequential.Prequential`: every model predicts the batch, the
 metrics are updated, then every model learns it. Events a model cannot featurize are
@@ -46,6 +48,8 @@ class ReplayResult:
     dead_letters: Counter[str] = field(default_factory=Counter)
     dead_letter_path: Path | None = None
     seconds: float = 0.0
+    batch_size: int = 256  # the largest mini-batch; batches grow 1, 2, 4, ... up to it
+    batches: int = 0
 
     @property
     def events(self) -> int:
@@ -66,6 +70,8 @@ class ReplayResult:
             "labels": dict(sorted(self.run.labels.items(), key=lambda kv: str(kv[0]))),
             "positive": self.run.positive_label,
             "seconds": self.seconds,
+            "batching": {"growing_from": 1, "max_batch_size": self.batch_size,
+                         "batches": self.batches},
             "models": models,
         }
 
@@ -168,15 +174,18 @@ def replay(
         if label_delay < 0:
             raise UsageError(f"--label-delay must be >= 0, got {label_delay}")
         run = DelayedPrequential(models, label_delay, positive, loss=loss)
-    result = ReplayResult(topic, run)
+    result = ReplayResult(topic, run, batch_size=batch_size)
     by_position: dict[int, Decoded] = {}  # delayed runs reject by stream position
     start = time.perf_counter()
+    grow = 1  # batches grow 1, 2, 4, ...: the first events are scored by an up-to-date model
     while limit is None or result.records < limit:
-        want = batch_size if limit is None else min(batch_size, limit - result.records)
+        want = min(grow, batch_size) if limit is None else min(grow, batch_size, limit - result.records)
+        grow *= 2
         records = source.poll(want)
         if not records:
             break
         result.records += len(records)
+        result.batches += 1
         good: list[Decoded] = []
         for item in decoder.decode_many(records):
             if isinstance(item, DeadLetter):
@@ -329,8 +338,8 @@ def print_summary(result: ReplayResult, console: Console) -> None:
     console.print(summary_table(result))
     n_dead = sum(result.dead_letters.values())
     console.print(f"{result.source}: {result.records} records, {result.events} events, "
-                  f"{n_dead} dead letters in {result.seconds:.2f} s", highlight=False,
-                  soft_wrap=True)
+                  f"{n_dead} dead letters in {result.seconds:.2f} s; {result.batches} mini-batches "
+                  f"growing 1, 2, 4, ... to {result.batch_size}", highlight=False, soft_wrap=True)
     if n_dead:
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(result.dead_letters.items()))
         console.print(f"dead letters ({reasons}) written to {result.dead_letter_path}",

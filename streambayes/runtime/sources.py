@@ -7,6 +7,12 @@ numbered from 0 in file order (blank lines and, for CSV, the header row are not 
 each record keeps its 1-based ``line`` number for dead letters. Files are read as bytes and
 decoded record by record, so one bad byte sequence spoils only its own line.
 
+Files arrive as users hand them over: gzip, bz2, xz (and zstd when the ``zstandard`` package is
+installed) are recognised by their first bytes, not by their names, and decompressed on the fly;
+the format comes from the name without its compression suffix (``mail.jsonl.gz`` is JSONL), and
+when the name says nothing (``data``, ``dump.gz``) from the first line: ``{`` → JSONL, a TAB →
+TSV, else CSV.
+
 >>> src = MemorySource({"events": [b'{"id": "a"}', b'{"id": "b"}']})
 >>> [r.offset for r in src.poll(10)], src.positions()
 ([0, 1], {'events': {'0': 2}})
@@ -16,21 +22,30 @@ decoded record by record, so one bad byte sequence spoils only its own line.
 
 from __future__ import annotations
 
+import bz2
 import csv
+import gzip
 import io
+import lzma
 import time
+import zlib
 from collections.abc import Iterator, Mapping, MutableSequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from streambayes.errors import UsageError
+from streambayes.errors import StreambayesError, UsageError
 
 Format = Literal["jsonl", "tsv", "csv"]
 FORMATS: tuple[Format, ...] = ("jsonl", "tsv", "csv")
 Positions = dict[str, dict[str, int]]
 
 _BOM = b"\xef\xbb\xbf"
+_COMPRESSED = {".gz": "gzip", ".gzip": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
+_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zstd"))
+_KNOWN_SUFFIXES = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv",
+                   ".tsv": "tsv", ".txt": "tsv"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,15 +76,68 @@ class Source(Protocol):
 def format_from_name(path: str | Path) -> Format:
     """The file format its name implies: ``.jsonl``/``.json`` → jsonl, ``.csv`` → csv, else tsv.
 
+    A compression suffix is looked through: ``mail.jsonl.gz`` is JSONL.
+
     >>> format_from_name("SMSSpamCollection"), format_from_name("x.JSONL"), format_from_name("a.csv")
     ('tsv', 'jsonl', 'csv')
+    >>> format_from_name("enron.jsonl.gz"), format_from_name("rows.csv.bz2")
+    ('jsonl', 'csv')
     """
-    suffix = Path(path).suffix.lower()
-    if suffix in (".jsonl", ".json", ".ndjson"):
+    return _named_format(path) or "tsv"
+
+
+def _named_format(path: str | Path) -> Format | None:
+    """The format the name says, or None when it says nothing."""
+    name = Path(path)
+    if name.suffix.lower() in _COMPRESSED:
+        name = name.with_suffix("")
+    return _KNOWN_SUFFIXES.get(name.suffix.lower())  # type: ignore[return-value]
+
+
+def compression_of(head: bytes) -> str | None:
+    """The compression a file's first bytes announce (``gzip``, ``bz2``, ``xz``, ``zstd``), or None.
+
+    >>> compression_of(b"\\x1f\\x8b\\x08"), compression_of(b"spam\\tWIN")
+    ('gzip', None)
+    """
+    return next((kind for magic, kind in _MAGIC if head.startswith(magic)), None)
+
+
+def open_input(path: Path) -> tuple[io.BufferedIOBase, io.BufferedIOBase, str | None]:
+    """``path`` opened for reading as bytes, decompressed when its content is compressed.
+
+    Returns ``(reader, raw file, compression)``; ``raw.tell()`` is the position in the file as
+    stored (for progress). A compressed file that ends early or is damaged raises
+    :class:`OSError`/:class:`EOFError` when read, which the caller reports."""
+    raw = open(path, "rb")  # noqa: SIM115  (closed by the caller through the reader)
+    kind = compression_of(raw.peek(8)[:8])
+    if kind is None:
+        return raw, raw, None
+    if kind == "gzip":
+        return gzip.GzipFile(fileobj=raw), raw, kind  # type: ignore[return-value]
+    if kind == "bz2":
+        return bz2.BZ2File(raw), raw, kind  # type: ignore[return-value]
+    if kind == "xz":
+        return lzma.LZMAFile(raw), raw, kind  # type: ignore[return-value]
+    try:
+        import zstandard
+    except ImportError:
+        raw.close()
+        raise UsageError(f"{path} is zstd-compressed; pip install zstandard to read it, "
+                         "or decompress it first") from None
+    reader = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
+    return io.BufferedReader(reader), raw, kind  # type: ignore[arg-type]
+
+
+def _sniff_format(reader: io.BufferedIOBase) -> Format:
+    """The format of a file whose name says nothing, from its first non-blank line."""
+    head = reader.peek(65536)[:65536] if hasattr(reader, "peek") else b""  # type: ignore[attr-defined]
+    line = next((ln for ln in head.splitlines() if ln.strip()), b"").lstrip(_BOM).lstrip()
+    if line.startswith(b"{"):
         return "jsonl"
-    if suffix == ".csv":
-        return "csv"
-    return "tsv"
+    if b"\t" in line or b"," not in line:
+        return "tsv"
+    return "csv"
 
 
 class FileSource:
@@ -84,36 +152,55 @@ class FileSource:
         self.path = Path(path)
         self.follow = follow
         self.topic = str(path)
-        self.format: Format = fmt or format_from_name(self.path)
-        if self.format not in FORMATS:
-            raise UsageError(f"unknown format {self.format!r} (expected one of {', '.join(FORMATS)})")
+        if fmt is not None and fmt not in FORMATS:
+            raise UsageError(f"unknown format {fmt!r} (expected one of {', '.join(FORMATS)})")
         if self.path.is_dir():
             raise UsageError(f"{self.path} is a directory, not a file")
         try:
-            self._file = open(self.path, "rb")  # noqa: SIM115  (closed by close())
+            self._file, self._raw, self.compression = open_input(self.path)
         except FileNotFoundError:
             raise UsageError(f"no such file: {self.path}") from None
+        if self.compression is not None and follow:
+            self._file.close()
+            raise UsageError(f"{self.path} is {self.compression}-compressed: --follow needs a "
+                             "plain file that is appended to")
+        self.format: Format = fmt or _named_format(self.path) or _sniff_format(self._file)
         self.size_bytes = self.path.stat().st_size
         self.header: list[str] | None = None
         self._start()
 
+    @property
+    def bytes_read(self) -> int:
+        """Bytes of the file as stored that were read so far (for progress bars)."""
+        return self._bytes_read if self.compression is None else self._raw.tell()
+
     def _start(self) -> None:
+        if self.compression is not None and self._file.tell() > 0:
+            self.close()  # decompressors rewind by reading again from the start
+            self._file, self._raw, self.compression = open_input(self.path)
         self._file.seek(0)
         self._line_number = 0
         self._lines = self._numbered_lines()
         self._next_offset = 0
-        self.bytes_read = 0
+        self._bytes_read = 0
         if self.format == "csv":
             self.header = self._read_header()
 
+    def _readline(self) -> bytes:
+        try:
+            return self._file.readline()
+        except (EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
+            raise StreambayesError(f"{self.path}: {self.compression or 'file'} data is damaged or "
+                                   f"truncated after line {self._line_number}: {exc}") from None
+
     def _numbered_lines(self) -> Iterator[tuple[int, bytes]]:
         """Lines with their numbers; when following, a last line without its newline waits."""
-        while raw := self._file.readline():
+        while raw := self._readline():
             if self.follow and not raw.endswith(b"\n"):
                 self._file.seek(-len(raw), io.SEEK_CUR)  # a writer is mid-line: read it later
                 return
             self._line_number += 1
-            self.bytes_read += len(raw)
+            self._bytes_read += len(raw)
             if self._line_number == 1 and raw.startswith(_BOM):
                 raw = raw[len(_BOM):]
             yield self._line_number, raw
@@ -124,13 +211,13 @@ class FileSource:
             if not raw.strip():
                 continue
             if self.format == "csv":
-                start = (self._file.tell() - len(raw), number - 1, self.bytes_read - len(raw))
+                start = (self._file.tell() - len(raw), number - 1, self._bytes_read - len(raw))
                 while raw.count(b'"') % 2:
                     more = next(self._lines, None)
                     if more is None:
                         if self.follow:  # the rest of the quoted field is not written yet
                             self._file.seek(start[0])
-                            self._line_number, self.bytes_read = start[1], start[2]
+                            self._line_number, self._bytes_read = start[1], start[2]
                             return None
                         break
                     raw += more[1]
@@ -179,6 +266,7 @@ class FileSource:
 
     def close(self) -> None:
         self._file.close()
+        self._raw.close()
 
     def __enter__(self) -> FileSource:
         return self

@@ -50,7 +50,7 @@ def test_integer_ids_and_labels_become_strings_defaults_apply():
     ({"id": "a"}, "empty_event"),
     ({"id": "a", "text": "", "features": {}}, "empty_event"),
     ({"id": "a", "features": {"x": None}}, "empty_event"),
-    ({"text": "no id"}, "missing"),
+    ({"id": ["a"], "text": "no id"}, "string_type"),
     ({"id": "a", "text": 5}, "string_type"),
     ({"id": "a", "text": "t", "label": True}, "string_type"),
     ({"id": "a", "text": "t", "weight": 0}, "greater_than"),
@@ -61,6 +61,10 @@ def test_integer_ids_and_labels_become_strings_defaults_apply():
 ])
 def test_invalid_events_are_rejected_with_a_type(data, kind):
     assert _error_type(data) == kind
+
+
+def test_id_is_optional_the_decoder_fills_it_from_the_position():
+    assert Event.model_validate({"text": "no id"}).id is None
 
 
 def test_feature_named_text_error_says_so():

@@ -147,7 +147,8 @@ def test_limit_and_batch_size():
     result = replay(MemorySource({"m": values}), Decoder("tsv"), build_models(["nb"]),
                     MemorySink(), batch_size=8, limit=20)
     assert (result.records, result.events) == (20, 20)
-    assert result.run.summary()["nb"]["cold"] == 8
+    assert result.run.summary()["nb"]["cold"] == 1  # batches grow 1, 2, 4, 8, 5: only event 0 is cold
+    assert result.batches == 5 and result.metrics()["batching"]["max_batch_size"] == 8
     with pytest.raises(UsageError):
         replay(MemorySource({"m": values}), Decoder("tsv"), {}, MemorySink(), batch_size=0)
 
@@ -218,7 +219,8 @@ def test_replay_with_a_loss_matrix_reports_cost_unsure_rate_and_plots(tmp_path, 
         assert (report / png).stat().st_size > 1000
     assert "cost" in capsys.readouterr().out  # the summary table gains the cost columns
     assert main(["replay", str(path), "--loss", '{"spam": {"hamm": 1}}']) == 2
-    assert "loss matrix does not list" in capsys.readouterr().err
+    err = capsys.readouterr().err  # the first label the replay meets is named
+    assert "of the loss matrix (spam, hamm)" in err or "loss matrix does not list" in err
     assert main(["replay", str(path), "--reject", "0.5"]) == 2
     assert main(["replay", str(path), "--loss", '{"spam": {"ham": -1}}']) == 2
     assert "negative" in capsys.readouterr().err
@@ -317,3 +319,12 @@ def test_replay_with_a_label_delay_reports_windows_and_drift(tmp_path):
     assert 0.8 < m["window_accuracy"] <= 1 and 0.8 < m["fading_accuracy"] <= 1
     assert isinstance(m["drift_points"], list)
     assert (report / "window_accuracy.png").stat().st_size > 1000
+
+
+def test_a_stream_shorter_than_one_batch_gets_every_metric():
+    values = [f"{'spam' if i % 3 == 0 else 'ham'}\t{'win cash' if i % 3 == 0 else 'lunch at noon'}"
+              for i in range(40)]
+    result = replay(MemorySource({"m": values}), Decoder("tsv"), build_models(["mnb"]),
+                    MemorySink(), batch_size=256)
+    summary = result.run.summary()["mnb"]
+    assert summary["cold"] == 1 and summary["accuracy"] is not None and summary["accuracy"] > 0.9

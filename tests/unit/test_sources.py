@@ -172,3 +172,70 @@ def test_csv_empty_label_and_wrong_field_count_are_dead_letters(tmp_path):
     assert [getattr(r, "reason", None) for r in results] == [
         "missing_label", "invalid_event", "empty_event"]
     assert [r.line for r in results] == [2, 3, 4]
+
+
+@pytest.mark.parametrize("compress", ["gzip", "bz2", "xz"])
+def test_compressed_files_are_read_by_content_not_name(tmp_path, compress):
+    import bz2
+    import gzip
+    import lzma
+
+    lines = b'{"label": "spam", "text": "win"}\n{"label": "ham", "text": "lunch"}\n'
+    packed = {"gzip": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}[compress](lines)
+    for name in ("mail.jsonl.gz", "mail.data"):  # the name may say nothing, or something else
+        path = tmp_path / name
+        path.write_bytes(packed)
+        with FileSource(path) as src:
+            assert (src.format, src.compression) == ("jsonl", compress)
+            records = src.poll(10)
+            assert [r.value for r in records] == lines.splitlines()
+            assert src.bytes_read == src.size_bytes
+            src.seek({src.topic: {"0": 1}})
+            assert [r.offset for r in src.poll(10)] == [1]
+
+
+def test_format_sniffed_from_content_when_the_name_says_nothing(tmp_path):
+    import gzip
+
+    (tmp_path / "a").write_bytes(b"ham\thello, there\n")
+    (tmp_path / "b.gz").write_bytes(gzip.compress(b"label,colour\nyes,red\n"))
+    assert FileSource(tmp_path / "a").format == "tsv"
+    assert FileSource(tmp_path / "b.gz").format == "csv"
+
+
+def test_damaged_gzip_is_a_clear_error_not_a_traceback(tmp_path):
+    import gzip
+
+    from streambayes.errors import StreambayesError
+
+    path = tmp_path / "cut.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"label": "a", "text": "x"}\n' * 5000)[:300])
+    with FileSource(path) as src, pytest.raises(StreambayesError, match="damaged or truncated"):
+        while src.poll(100):
+            pass
+
+
+def test_follow_refuses_a_compressed_file(tmp_path):
+    import gzip
+
+    path = tmp_path / "x.jsonl.gz"
+    path.write_bytes(gzip.compress(b"{}\n"))
+    with pytest.raises(UsageError, match="compressed"):
+        FileSource(path, follow=True)
+
+
+def test_events_without_id_get_a_stable_id_from_their_position(tmp_path):
+    path = tmp_path / "mail.jsonl.gz"
+    import gzip
+
+    path.write_bytes(gzip.compress(b'{"label": "spam", "text": "win"}\n'
+                                   b'{"id": "own", "label": "ham", "text": "lunch"}\n'
+                                   b'{"label": "ham", "text": "tea"}\n'))
+    with FileSource(path) as src:
+        records = src.poll(10)
+    decoder = Decoder("jsonl")
+    one_by_one = [decoder.decode(r).event.id for r in records]
+    batched = [d.event.id for d in decoder.decode_many(records)]
+    assert one_by_one == batched == ["mail-0", "own", "mail-2"]
+    kafka = Record(b'{"label": "spam", "text": "win"}', None, "events", 3, 41)
+    assert decoder.decode(kafka).event.id == "events-3-41"
