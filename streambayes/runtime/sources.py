@@ -175,10 +175,11 @@ class FileSource:
         return self._bytes_read if self.compression is None else self._raw.tell()
 
     def _start(self) -> None:
-        if self.compression is not None and self._file.tell() > 0:
+        if self.compression is not None and getattr(self, "_bytes_read", 0) > 0:
             self.close()  # decompressors rewind by reading again from the start
             self._file, self._raw, self.compression = open_input(self.path)
-        self._file.seek(0)
+        if self.compression is None:
+            self._file.seek(0)
         self._line_number = 0
         self._lines = self._numbered_lines()
         self._next_offset = 0
@@ -211,7 +212,8 @@ class FileSource:
             if not raw.strip():
                 continue
             if self.format == "csv":
-                start = (self._file.tell() - len(raw), number - 1, self._bytes_read - len(raw))
+                start = (self._file.tell() - len(raw) if self.follow else 0, number - 1,
+                         self._bytes_read - len(raw))
                 while raw.count(b'"') % 2:
                     more = next(self._lines, None)
                     if more is None:

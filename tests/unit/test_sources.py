@@ -239,3 +239,16 @@ def test_events_without_id_get_a_stable_id_from_their_position(tmp_path):
     assert one_by_one == batched == ["mail-0", "own", "mail-2"]
     kafka = Record(b'{"label": "spam", "text": "win"}', None, "events", 3, 41)
     assert decoder.decode(kafka).event.id == "events-3-41"
+
+
+def test_zstd_files_are_read_when_zstandard_is_installed(tmp_path):
+    import zstandard
+
+    lines = b'{"label": "spam", "text": "win"}\n{"label": "ham", "text": "lunch"}\n'
+    path = tmp_path / "mail.jsonl.zst"
+    path.write_bytes(zstandard.ZstdCompressor().compress(lines))
+    with FileSource(path) as src:
+        assert (src.format, src.compression) == ("jsonl", "zstd")
+        assert [r.value for r in src.poll(10)] == lines.splitlines()
+        src.seek({src.topic: {"0": 1}})
+        assert [r.offset for r in src.poll(10)] == [1]
