@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
@@ -176,6 +176,8 @@ def _add_learn_arguments(p: argparse.ArgumentParser) -> None:
                    help="one model per event key (user), backed off to a global model")
     p.add_argument("--new-source", action="store_true",
                    help="continue a snapshot learned from another source (default: refuse)")
+    p.add_argument("--no-calibration", action="store_true",
+                   help="do not fit the calibration exponent the predictor serves with")
     _add_record_arguments(p)
 
 
@@ -194,6 +196,8 @@ def _add_predict_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reload-seconds", type=_seconds, default=1.0, metavar="T",
                    help="look for a newer snapshot every T seconds (default: 1)")
     p.add_argument("--follow", action="store_true", help="with a file: wait for appended lines")
+    p.add_argument("--raw", action="store_true",
+                   help="serve the model's raw posteriors, not the snapshot's calibrated ones")
     _add_decision_arguments(p)
     _add_record_arguments(p)
 
@@ -325,7 +329,8 @@ def _run_learn(args: argparse.Namespace, settings: Settings) -> int:
                    partitions=args.partitions, format=args.format, label_field=args.label_field,
                    text_field=args.text_field, key_field=args.key_field, batch_size=args.batch_size,
                    follow=args.follow, network=args.network, keep=args.keep,
-                   new_source=args.new_source, per_key=args.per_key)
+                   new_source=args.new_source, per_key=args.per_key,
+                   calibrate=not args.no_calibration)
     _logging()
     with _stop_on_signals() as stop, _stopped_quietly(stop):
         stats = run_learn(job, settings, stop)
@@ -344,7 +349,7 @@ def _run_predict(args: argparse.Namespace, settings: Settings) -> int:
                      label_field=args.label_field, text_field=args.text_field,
                      key_field=args.key_field, batch_size=args.batch_size, clues=args.clues,
                      follow=args.follow, reload_seconds=args.reload_seconds,
-                     loss=_loss_matrix(args, settings))
+                     loss=_loss_matrix(args, settings), calibrated=not args.raw)
     _logging()
     with _stop_on_signals() as stop, _stopped_quietly(stop):
         stats = run_predict(job, settings, stop)
@@ -366,6 +371,16 @@ def _run_produce(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _merged_config(dirs: list, merged: Any) -> dict:
+    """The config of a merged snapshot: where it came from, and the shards' calibration added."""
+    from streambayes.runtime.calibrate import CONFIG_KEY, to_config
+
+    config: dict = {"merged_from": [f"{d}:{i}" for d, i in zip(dirs, merged.ids, strict=True)]}
+    if merged.calibration is not None:
+        config[CONFIG_KEY] = to_config(merged.calibration)
+    return config
+
+
 def _run_snapshot(args: argparse.Namespace, settings: Settings) -> int:
     from streambayes.runtime.shards import latest_all, merge_snapshots, open_stores
     from streambayes.snapshot.store import summarize
@@ -378,8 +393,7 @@ def _run_snapshot(args: argparse.Namespace, settings: Settings) -> int:
         (store,) = open_stores([args.to])
         info = store.write(merged.model.to_state(), model=merged.name, positions=merged.positions,
                            events=merged.events,
-                           config={"merged_from": [f"{d}:{i}" for d, i in zip(args.dirs, merged.ids,
-                                                                              strict=True)]})
+                           config=_merged_config(args.dirs, merged))
         print(f"merged {len(snaps)} snapshots ({merged.events} events) into {args.to} as {info.id}")
         return 0
     if not args.dir.is_dir():

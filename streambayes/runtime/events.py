@@ -114,6 +114,8 @@ class Posterior(BaseModel):
     decision: str | None = None
     clues: list[tuple[str, float]] = Field(default_factory=list)
     latency_ms: float | None = None
+    calibration_alpha: float | None = None  # posterior = P_raw^α / Σ P_raw^α when set
+    raw_log_proba: dict[str, float | None] | None = None  # the model's own log-posterior (None: -inf)
 
 
 class SourcePosition(BaseModel):

@@ -8,6 +8,10 @@ commit the offsets to the consumer group (for lag monitoring only: the snapshot 
 crash anywhere loses nothing and counts nothing twice in the state; dead letters of the records
 after the last snapshot may be written again (at least once).
 
+Before a micro-batch is learned, the model predicts it and the outcomes fit the calibration
+exponent that the predictor serves with (:mod:`streambayes.runtime.calibrate`); the calibrator's
+statistics travel in the snapshot's config.
+
 Checkpoints happen every ``every`` records or ``every_seconds`` seconds (when something was
 read since the last one), at the end of a file source, and on stop (SIGTERM/SIGINT).
 """
@@ -57,6 +61,7 @@ class LearnJob:
     keep: int = 5
     per_key: bool = False  # one model per event key, backed off to a global model
     new_source: bool = False  # continue a snapshot learned from another source
+    calibrate: bool = True  # fit the served calibration exponent prequentially
 
 
 @dataclass
@@ -140,6 +145,7 @@ class LearnLoop:
         config: Mapping[str, Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
         new_source: bool = False,
+        calibrate: bool = True,
     ) -> None:
         if every < 1 or batch_size < 1 or every_seconds <= 0:
             raise UsageError("--every, --every-seconds and the batch size must be positive")
@@ -157,6 +163,8 @@ class LearnLoop:
         self.config = dict(config or {})
         self.clock = clock
         self.new_source = new_source
+        self.calibrate = calibrate
+        self.calibrator: Any = None
         self.stats = LearnStats()
         self.model: Any = None
         self.events_total = 0
@@ -168,6 +176,7 @@ class LearnLoop:
         if snap is None:
             self.model = self.make_model()
             self.model_name = self.model_name or self.model.name
+            self._start_calibration(None)
             return
         from streambayes.models import model_from_state
 
@@ -186,6 +195,7 @@ class LearnLoop:
         self.events_total = snap.events
         self._positions = snap.positions
         self.source.seek(self._positions)
+        self._start_calibration(snap.header.get("config"))
         self.stats.restored = snap.id
         logger.info("restored snapshot %s (%d events) at %s", snap.id, snap.events, snap.positions)
 
@@ -196,7 +206,9 @@ class LearnLoop:
         last = self.clock()
         since = 0  # records read since the last checkpoint
         while not self.stop.is_set():
-            records = self.source.poll(self.batch_size, timeout=IDLE_POLL_SECONDS)
+            # a new model learns in growing batches (1, 2, 4, ...): its calibration starts early
+            want = min(self.batch_size, max(1, self.events_total))
+            records = self.source.poll(want, timeout=IDLE_POLL_SECONDS)
             if records:
                 self._learn(records)
                 since += len(records)
@@ -222,7 +234,9 @@ class LearnLoop:
         if not good:
             return
         try:
-            self._learn_batch(good)
+            X = self.model.featurize([d.x for d in good])
+            self._calibrate(X, good)
+            self._learn_batch(good, X)
             learned = len(good)
         except Exception:  # noqa: BLE001 (learn one by one: keep the good events, letter the bad)
             learned = 0
@@ -238,10 +252,29 @@ class LearnLoop:
         self.stats.events += learned
         self.events_total += learned
 
-    def _learn_batch(self, ds: list[Decoded]) -> None:
+    def _learn_batch(self, ds: list[Decoded], X: Any = None) -> None:
         keys = {"keys": [d.event.key for d in ds]} if is_per_key(self.model) else {}
-        self.model.learn_many(self.model.featurize([d.x for d in ds]), [d.label for d in ds],
-                              [d.weight for d in ds], **keys)
+        if X is None:
+            X = self.model.featurize([d.x for d in ds])
+        self.model.learn_many(X, [d.label for d in ds], [d.weight for d in ds], **keys)
+
+    def _start_calibration(self, config: Mapping[str, Any] | None) -> None:
+        from streambayes.runtime.calibrate import OnlineCalibrator, can_calibrate, from_config
+
+        if self.calibrate and can_calibrate(self.model):
+            self.calibrator = from_config(config) or OnlineCalibrator()
+
+    def _calibrate(self, X: Any, ds: list[Decoded]) -> None:
+        """Prequential calibration: the batch's outcomes under the model not yet trained on it."""
+        if self.calibrator is None:
+            return
+        from streambayes.runtime.calibrate import update_before_learning
+
+        try:
+            update_before_learning(self.model, self.calibrator, X, [d.label for d in ds],
+                                   [d.weight for d in ds])
+        except Exception as exc:  # noqa: BLE001 (calibration is a refinement: never lose a batch to it)
+            logger.warning("calibration skipped a batch: %s: %s", type(exc).__name__, exc)
 
     def _with_keys(self, good: list[Decoded]) -> list[Decoded]:
         """For a per-key model, the events with a key; the others become dead letters."""
@@ -255,8 +288,13 @@ class LearnLoop:
         if self.dead_letters is not None:
             self.dead_letters[0].flush()
         positions = merge_positions(self._positions, self.source.positions())
+        config = self.config
+        if self.calibrator is not None:
+            from streambayes.runtime.calibrate import CONFIG_KEY, to_config
+
+            config = {**config, CONFIG_KEY: to_config(self.calibrator)}
         info = self.store.write(self.model.to_state(), model=self.model_name, positions=positions,
-                                events=self.events_total, config=self.config)
+                                events=self.events_total, config=config)
         self._positions = positions
         self.stats.snapshots.append(info)
         commit = getattr(self.source, "commit", None)
@@ -294,7 +332,7 @@ def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = 
                          dead_letters=dead, every=job.every,
                          every_seconds=job.every_seconds, batch_size=job.batch_size,
                          stop_at_end=isinstance(source, FileSource) and not job.follow, stop=stop,
-                         config=config, new_source=job.new_source)
+                         config=config, new_source=job.new_source, calibrate=job.calibrate)
         return loop.run()
     finally:
         source.close()

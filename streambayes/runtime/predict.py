@@ -1,7 +1,9 @@
 """The predict loop (DESIGN §4): poll unlabelled events → predict in micro-batches → decide → publish.
 
 Each event gets exactly one :class:`~streambayes.runtime.events.Posterior` on the sink, keyed by
-the event's ``key`` or else its ``id``, naming the model and the snapshot it came from; bad
+the event's ``key`` or else its ``id``, naming the model and the snapshot it came from. When the
+snapshot carries a calibration exponent (fitted by the learner, :mod:`.calibrate`) the posterior
+and the decision are calibrated and the model's raw log-posterior rides along; bad
 records become dead letters. The model is the newest good snapshot of each ``--snapshots``
 directory, merged when several shards are given; the loop looks for newer snapshots every
 ``reload_seconds`` and swaps to them between micro-batches, without a restart. With a Kafka
@@ -56,6 +58,7 @@ class PredictJob:
     reload_seconds: float = 1.0
     wait_seconds: float | None = None  # for the first snapshot; None: forever (Kafka), 0 (file)
     loss: Any = None  # a streambayes.decide.LossMatrix; None: the most probable class
+    calibrated: bool = True  # serve with the snapshot's calibration exponent when it has one
 
 
 @dataclass
@@ -125,6 +128,7 @@ class PredictLoop:
         stop: threading.Event | None = None,
         clock: Callable[[], float] = time.monotonic,
         loss: Any = None,
+        calibrated: bool = True,
     ) -> None:
         if batch_size < 1 or clues < 0 or reload_seconds <= 0:
             raise UsageError("the batch size and --reload-seconds must be positive, --clues >= 0")
@@ -141,6 +145,7 @@ class PredictLoop:
         self.stop = stop or threading.Event()
         self.clock = clock
         self.loss = loss
+        self.calibrated = calibrated
         self._warned: set[str] = set()
         self.stats = PredictStats()
 
@@ -187,15 +192,23 @@ class PredictLoop:
         good, log_proba = self._predict(served.model, good)
         classes = list(served.model.classes)
         sink, topic = self.sink
+        alpha, raw = self._alpha(served), log_proba
+        if alpha is not None and len(log_proba):
+            from streambayes.runtime.calibrate import squash
+
+            log_proba = squash(raw, alpha)
         decisions = self._decisions(classes, log_proba)
-        for d, row, clues, decision in zip(good, log_proba, self._clues(served.model, good), decisions,
-                                           strict=True):
+        for i, (d, row, clues, decision) in enumerate(zip(
+                good, log_proba, self._clues(served.model, good), decisions, strict=True)):
             posterior = dict(zip(classes, np.exp(row).tolist(), strict=True))
             stamp = d.record.timestamp if d.record.timestamp is not None else polled * 1000
             latency = max(0.0, time.time() * 1000 - stamp)
             sink.send(topic, d.event.key or d.event.id, Posterior(
                 id=d.event.id, key=d.event.key, model=served.name, snapshot=served.label,
-                posterior=posterior, decision=decision, clues=clues, latency_ms=round(latency, 3)))
+                posterior=posterior, decision=decision, clues=clues, latency_ms=round(latency, 3),
+                calibration_alpha=alpha, raw_log_proba=None if alpha is None else {
+                    str(c): (float(v) if np.isfinite(v) else None)
+                    for c, v in zip(classes, raw[i].tolist(), strict=True)}))
         self.stats.posteriors += len(good)
         sink.flush()
         if self.dead_letters is not None:
@@ -203,6 +216,12 @@ class PredictLoop:
         commit = getattr(self.source, "commit", None)
         if commit is not None:
             commit(self.source.positions())
+
+    def _alpha(self, served: Any) -> float | None:
+        """The calibration exponent to serve with: the snapshot's, unless ``calibrated`` is off."""
+        if not self.calibrated or served.calibration is None or not served.calibration.n_events:
+            return None
+        return round(float(served.calibration.alpha), 6)
 
     def _decisions(self, classes: list, log_proba: np.ndarray) -> list[str | None]:
         """Minimum expected cost under the loss matrix (``unsure`` past the reject cost), else the
@@ -289,7 +308,8 @@ def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | Non
             loop = PredictLoop(source, decoder, ModelWatcher(stores), sink, dead_letters=dead,
                                batch_size=job.batch_size, clues=job.clues,
                                reload_seconds=job.reload_seconds, wait_seconds=wait,
-                               stop_at_end=is_file and not job.follow, stop=stop, loss=job.loss)
+                               stop_at_end=is_file and not job.follow, stop=stop, loss=job.loss,
+                               calibrated=job.calibrated)
             return loop.run()
         finally:
             sink[0].close()

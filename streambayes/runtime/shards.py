@@ -26,6 +26,7 @@ class Merged:
     positions: dict[str, dict[str, int]]
     events: int
     ids: tuple[str, ...]  # the snapshot id of each shard, in the order given
+    calibration: Any = None  # the shards' OnlineCalibrator, added; None: serve uncalibrated
 
     @property
     def label(self) -> str:
@@ -81,5 +82,7 @@ def merge_snapshots(snaps: Sequence[Snapshot]) -> Merged:
             model.merge(model_from_state(snap.state))
         except ModelError as exc:
             raise SnapshotError(f"cannot merge snapshot {snap.id}: {exc}") from None
+    from streambayes.runtime.calibrate import merged
+
     return Merged(model, snaps[0].model, positions, sum(s.events for s in snaps),
-                  tuple(s.id for s in snaps))
+                  tuple(s.id for s in snaps), merged([s.header.get("config") for s in snaps]))
