@@ -10,7 +10,8 @@ or the m-estimate (n + m·p) / (N + m) with uniform p. ``|D_i|`` counts the even
 attribute ``i`` is known and ``|D_c,xi,j|`` those where ``j`` is known as well (equal to ``|D|``
 and ``|D_c,xi|`` on complete data). ``j = i`` is left out of the product: P(x_i | c, x_i) = 1.
 AODE averages the parents with ``|D_xi| ≥ m'``; with none it is naive Bayes with the same
-smoothing.
+smoothing. A numeric attribute whose bins are still warming up has no code yet: it is left out,
+as a missing value is, until its edges are fixed (then its warm-up events are counted).
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ class Derived:
         self.class_total = table.class_counts * scale
         self.n_values = np.maximum(table.attrs.n_values(), 1).astype(np.float64)
         self.alpha, self.m = alpha, m
+        if self.single.shape[1] == 0:  # attributes but no coded value yet (numeric bins warming up):
+            k = t.shape[0]  # one zero-count column, so every code (all -1, missing) indexes something
+            self.t, self.single = np.zeros((k, 1, 1)), np.zeros((k, 1))
+            self.known_with, self.value_total = np.zeros((k, 1, d)), np.zeros(1)
 
     def smoothed(self, counts: np.ndarray, totals, n_values) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
