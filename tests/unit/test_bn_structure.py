@@ -217,3 +217,37 @@ def test_bad_input_is_refused_by_name(asia):
         FamilyScorer(codes[:100], net, "bdue")
     with pytest.raises(NetworkError, match="'nope'"):
         FamilyScorer(codes[:100], net).local("nope", ())
+
+
+def _shuffled_columns(net, codes, seed):
+    """The same rows with the variables (states and columns) in another order."""
+    names = list(net.states)
+    perm = np.random.default_rng(seed).permutation(len(names))
+    states = {names[i]: net.states[names[i]] for i in perm}
+    return states, codes[:, perm]
+
+
+@pytest.fixture(scope="module")
+def child():
+    net = read_bif(DATA / "bif" / "child.bif")
+    return net, forward_sample(net, 3000, seed=7)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"restarts": 2, "perturb": 4, "seed": 3}])
+def test_hill_climb_does_not_depend_on_the_column_order(child, kwargs):
+    net, codes = child
+    learned = hill_climb(codes, net.states, **kwargs)
+    for seed in (1, 2):
+        states, columns = _shuffled_columns(net, codes, seed)
+        again = hill_climb(columns, states, **kwargs)
+        assert {v: set(ps) for v, ps in again.items()} == {v: set(ps) for v, ps in learned.items()}
+
+
+def test_restarts_never_lower_the_score_and_are_seeded(child):
+    net, codes = child
+    scorer = FamilyScorer(codes, net.states, "bic")
+    plain = hill_climb(codes, net.states, scorer=scorer)
+    restarted = hill_climb(codes, net.states, scorer=scorer, restarts=3, perturb=6, seed=5)
+    assert scorer.total(restarted) >= scorer.total(plain) - 1e-9
+    assert restarted == hill_climb(codes, net.states, scorer=scorer, restarts=3, perturb=6, seed=5)
+    Network(net.states, restarted)

@@ -10,8 +10,9 @@
   class variable as an extra parent of every node (Friedman, Geiger & Goldszmidt 1997), reusing
   the semi-naive learners' ``information`` and ``tan_parents``.
 
-Every tie goes to the variable names in the order of ``states`` (then the move kind: add, remove,
-reverse), so equal data give the same structure. Results are ``{variable: tuple(parents)}``.
+Hill climbing breaks ties by move kind (add, remove, reverse), then by the variable names in
+sorted order, so equal data give the same structure in any column order; K2 follows its given
+order. Results are ``{variable: tuple(parents)}``.
 To re-learn on a window or snapshot while the stream is counted, build the new structure with
 :func:`restructure` (CPTs of unchanged families are kept) and restart counting under it for the
 families :func:`changed_families` lists.
@@ -109,37 +110,84 @@ def _moves(scorer: FamilyScorer, parents: list[set[int]], max_parents: int, tabu
 def hill_climb(codes, states, score: str = "bic", equivalent_sample_size: float = 1.0,
                max_parents: int = 3, start: Mapping[str, Iterable[str]] | None = None,
                max_iter: int = 1000, tabu_length: int = 0, epsilon: float = 1e-9,
-               scorer: FamilyScorer | None = None) -> dict[str, tuple[str, ...]]:
-    """Greedy hill climbing over DAGs from ``start`` (default: no edges).
+               scorer: FamilyScorer | None = None, restarts: int = 0, perturb: int = 5,
+               seed: int = 0, chow_liu_start: bool = True) -> dict[str, tuple[str, ...]]:
+    """Greedy hill climbing over DAGs from ``start``; without one, from no edges and (with
+    ``chow_liu_start``) also from the Chow–Liu tree rooted at the first name, keeping the better.
 
-    1. Enumerate every legal move: add u → v (no path v → u, ``max_parents`` kept), remove an
-       edge, or reverse one (no other path u → v), skipping the ``tabu_length`` most recent
-       moves' inverses.
-    2. Take the move of largest score gain (ties: add, remove, reverse; then names in order).
+    1. Enumerate every legal move: add u → v (no path v → u, at most ``max_parents`` parents: the
+       maximum in-degree), remove an edge, or reverse one (no other path u → v), skipping the
+       ``tabu_length`` most recent moves' inverses.
+    2. Take the move of largest score gain. Ties (gains equal to 9 decimals, as score-equivalent
+       moves are) go to the move kind (add, remove, reverse), then to the variable NAMES in sorted
+       order, never to column positions: the same data in any column order give the same DAG.
     3. Stop when no gain exceeds ``epsilon`` or after ``max_iter`` moves.
+    4. Climb from each start (step 0); keep the DAG of the highest total score.
+    5. Random restarts (``restarts`` > 0): from the best DAG so far, apply ``perturb`` random legal
+       moves (drawn with ``seed`` from the moves listed by name, so also independent of column
+       order) and climb again; keep the DAG of highest total score.
     """
     scorer = scorer or FamilyScorer(codes, states, score, equivalent_sample_size)
-    parents = _start_sets(scorer, start)
+    order = sorted(range(len(scorer.variables)), key=lambda c: scorer.variables[c])
+    rank = {c: r for r, c in enumerate(order)}  # ties by name, whatever the column order
+    starts = [_start_sets(scorer, start)]
+    if start is None and chow_liu_start and len(scorer.variables) > 1:
+        tree = chow_liu(scorer.columns.T, scorer.states, root=scorer.variables[order[0]])
+        starts.append(_start_sets(scorer, {v: ps[:max_parents] for v, ps in tree.items()}))
+    best, best_score = None, -np.inf
+    for parents in starts:  # from each start; the highest score wins (the first on a tie)
+        parents = _climb(scorer, parents, max_parents, max_iter, tabu_length, epsilon, rank)
+        total = _total(scorer, parents)
+        if total > best_score + epsilon:
+            best, best_score = parents, total
+    rng = np.random.default_rng(seed)
+    for _ in range(max(restarts, 0)):
+        parents = [set(ps) for ps in best]
+        for _ in range(perturb):
+            moves = sorted(((kind, rank[u], rank[v], u, v) for _, kind, u, v in
+                            _moves(scorer, parents, max_parents, ())))
+            if not moves:
+                break
+            kind, _, _, u, v = moves[int(rng.integers(len(moves)))]
+            _apply(parents, kind, u, v)
+        parents = _climb(scorer, parents, max_parents, max_iter, tabu_length, epsilon, rank)
+        total = _total(scorer, parents)
+        if total > best_score + epsilon:
+            best, best_score = parents, total
+    return _named(scorer.variables, best)
+
+
+def _climb(scorer: FamilyScorer, parents: list[set[int]], max_parents: int, max_iter: int,
+           tabu_length: int, epsilon: float, rank: Mapping[int, int]) -> list[set[int]]:
+    """Steps 1-3 of :func:`hill_climb` from ``parents`` (changed in place and returned)."""
     tabu: deque = deque(maxlen=max(tabu_length, 0))
     undo = {"+": "-", "-": "+"}
     for _ in range(max_iter):
         best = None
         for gain, kind, u, v in _moves(scorer, parents, max_parents, tabu if tabu_length else ()):
-            key = (round(gain, _DECIMALS), -_KINDS[kind], -u, -v)
+            key = (round(gain, _DECIMALS), -_KINDS[kind], -rank[u], -rank[v])
             if best is None or key > best[0]:
                 best = (key, gain, kind, u, v)
         if best is None or best[1] <= epsilon:
             break
         _, _, kind, u, v = best
-        if kind in "-~":
-            parents[v].discard(u)
-        if kind == "+":
-            parents[v].add(u)
-        if kind == "~":
-            parents[u].add(v)
+        _apply(parents, kind, u, v)
         if tabu_length:
             tabu.append((undo[kind], u, v) if kind in undo else ("~", v, u))
-    return _named(scorer.variables, parents)
+    return parents
+
+
+def _apply(parents: list[set[int]], kind: str, u: int, v: int) -> None:
+    if kind in "-~":
+        parents[v].discard(u)
+    if kind == "+":
+        parents[v].add(u)
+    if kind == "~":
+        parents[u].add(v)
+
+
+def _total(scorer: FamilyScorer, parents: list[set[int]]) -> float:
+    return sum(scorer.local_index(v, frozenset(ps)) for v, ps in enumerate(parents))
 
 
 def k2(codes, states, order: Sequence[str], max_parents: int = 3, score: str = "k2",
