@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from streambayes.config import Settings
-from streambayes.errors import FeatureError, UsageError
+from streambayes.errors import BrokerError, FeatureError, UsageError
 from streambayes.runtime.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.events import DeadLetter
 from streambayes.runtime.sinks import Sink
@@ -161,6 +161,7 @@ class LearnLoop:
         self.model: Any = None
         self.events_total = 0
         self._positions: Positions = {}
+        self._unsaved = 0  # records read since the last checkpoint
 
     def restore(self) -> None:
         """Load the newest good snapshot (or start fresh) and seek the source to its positions."""
@@ -193,22 +194,44 @@ class LearnLoop:
         if self.model is None:
             self.restore()
         start = self.clock()
+        self._unsaved = 0
+        try:
+            self._run()
+        except BrokerError as exc:
+            if not self._unsaved:
+                raise
+            raise self._undelivered(exc) from exc
+        self.stats.seconds = self.clock() - start
+        return self.stats
+
+    def _run(self) -> None:
         last = self.clock()
-        since = 0  # records read since the last checkpoint
         while not self.stop.is_set():
             records = self.source.poll(self.batch_size, timeout=IDLE_POLL_SECONDS)
             if records:
+                self._unsaved += len(records)  # counted first: a failing dead letter is unsaved
                 self._learn(records)
-                since += len(records)
             elif self.stop_at_end:
                 break
-            if since and (since >= self.every or self.clock() - last >= self.every_seconds):
+            if self._unsaved and (self._unsaved >= self.every
+                                  or self.clock() - last >= self.every_seconds):
                 self.checkpoint()
-                since, last = 0, self.clock()
-        if since or not self.store.ids():
+                last = self.clock()
+        if self._unsaved or not self.store.ids():
             self.checkpoint()
-        self.stats.seconds = self.clock() - start
-        return self.stats
+
+    def _undelivered(self, exc: BrokerError) -> BrokerError:
+        """The error of a run stopped by its dead-letter sink with records not snapshotted (a
+        plain :class:`BrokerError`, never the quiet "stopped while waiting" one)."""
+        since = f"snapshot {self._last_id()}" if self._last_id() else "the beginning"
+        what = "dead letters could not be delivered" if self.dead_letters is not None \
+            else "the run failed"
+        return BrokerError(
+            f"{what} ({' '.join(str(exc).split())}); the {self._unsaved} records read since "
+            f"{since} are not saved: a restart learns them again from there (exactly once)")
+
+    def _last_id(self) -> str | None:
+        return self.stats.snapshots[-1].id if self.stats.snapshots else self.stats.restored
 
     def _learn(self, records: list) -> None:
         self.stats.records += len(records)
@@ -258,6 +281,7 @@ class LearnLoop:
         info = self.store.write(self.model.to_state(), model=self.model_name, positions=positions,
                                 events=self.events_total, config=self.config)
         self._positions = positions
+        self._unsaved = 0
         self.stats.snapshots.append(info)
         commit = getattr(self.source, "commit", None)
         if commit is not None:

@@ -31,7 +31,7 @@ from streambayes.runtime.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.events import DeadLetter, Posterior
 from streambayes.runtime.learn import is_per_key, keyed_events, send_dead_letter
 from streambayes.runtime.shards import Merged, latest_all, merge_snapshots, open_stores
-from streambayes.runtime.sinks import Sink
+from streambayes.runtime.sinks import MessageTooLarge, Sink
 from streambayes.runtime.sources import FileSource, Format, Source
 from streambayes.snapshot.store import BaseSnapshotStore
 
@@ -193,9 +193,14 @@ class PredictLoop:
             posterior = dict(zip(classes, np.exp(row).tolist(), strict=True))
             stamp = d.record.timestamp if d.record.timestamp is not None else polled * 1000
             latency = max(0.0, time.time() * 1000 - stamp)
-            sink.send(topic, d.event.key or d.event.id, Posterior(
-                id=d.event.id, key=d.event.key, model=served.name, snapshot=served.label,
-                posterior=posterior, decision=decision, clues=clues, latency_ms=round(latency, 3)))
+            try:
+                sink.send(topic, d.event.key or d.event.id, Posterior(
+                    id=d.event.id, key=d.event.key, model=served.name, snapshot=served.label,
+                    posterior=posterior, decision=decision, clues=clues,
+                    latency_ms=round(latency, 3)))
+            except MessageTooLarge as exc:  # (a huge id or key): never sent, so a dead letter
+                self._dead(dead_letter(d.record, "invalid_event", f"posterior not sent: {exc}"))
+                self.stats.posteriors -= 1
         self.stats.posteriors += len(good)
         sink.flush()
         if self.dead_letters is not None:
