@@ -191,50 +191,48 @@ class LearnLoop:
         logger.info("restored snapshot %s (%d events) at %s", snap.id, snap.events, snap.positions)
 
     def run(self) -> LearnStats:
-        if self.model is None:
-            self.restore()
-        start = self.clock()
-        self._unsaved = 0
+        """:meth:`_run`; a sink failure with records read since the last snapshot is raised as a
+        plain :class:`BrokerError` saying so (never the quiet "stopped while waiting" kind)."""
         try:
-            self._run()
+            return self._run()
         except BrokerError as exc:
             if not self._unsaved:
                 raise
             raise self._undelivered(exc) from exc
-        self.stats.seconds = self.clock() - start
-        return self.stats
-
-    def _run(self) -> None:
-        last = self.clock()
-        while not self.stop.is_set():
-            records = self.source.poll(self.batch_size, timeout=IDLE_POLL_SECONDS)
-            if records:
-                self._unsaved += len(records)  # counted first: a failing dead letter is unsaved
-                self._learn(records)
-            elif self.stop_at_end:
-                break
-            if self._unsaved and (self._unsaved >= self.every
-                                  or self.clock() - last >= self.every_seconds):
-                self.checkpoint()
-                last = self.clock()
-        if self._unsaved or not self.store.ids():
-            self.checkpoint()
 
     def _undelivered(self, exc: BrokerError) -> BrokerError:
-        """The error of a run stopped by its dead-letter sink with records not snapshotted (a
-        plain :class:`BrokerError`, never the quiet "stopped while waiting" one)."""
-        since = f"snapshot {self._last_id()}" if self._last_id() else "the beginning"
+        last = self.stats.snapshots[-1].id if self.stats.snapshots else self.stats.restored
+        since = f"snapshot {last}" if last else "the beginning"
         what = "dead letters could not be delivered" if self.dead_letters is not None \
             else "the run failed"
         return BrokerError(
             f"{what} ({' '.join(str(exc).split())}); the {self._unsaved} records read since "
             f"{since} are not saved: a restart learns them again from there (exactly once)")
 
-    def _last_id(self) -> str | None:
-        return self.stats.snapshots[-1].id if self.stats.snapshots else self.stats.restored
+    def _run(self) -> LearnStats:
+        if self.model is None:
+            self.restore()
+        start = self.clock()
+        last = self.clock()
+        since = 0  # records read since the last checkpoint
+        while not self.stop.is_set():
+            records = self.source.poll(self.batch_size, timeout=IDLE_POLL_SECONDS)
+            if records:
+                self._learn(records)
+                since += len(records)
+            elif self.stop_at_end:
+                break
+            if since and (since >= self.every or self.clock() - last >= self.every_seconds):
+                self.checkpoint()
+                since, last = 0, self.clock()
+        if since or not self.store.ids():
+            self.checkpoint()
+        self.stats.seconds = self.clock() - start
+        return self.stats
 
     def _learn(self, records: list) -> None:
         self.stats.records += len(records)
+        self._unsaved += len(records)  # counted first: a dead letter failing below is unsaved
         good: list[Decoded] = []
         for item in self.decoder.decode_many(records):
             if isinstance(item, DeadLetter):
@@ -281,8 +279,8 @@ class LearnLoop:
         info = self.store.write(self.model.to_state(), model=self.model_name, positions=positions,
                                 events=self.events_total, config=self.config)
         self._positions = positions
-        self._unsaved = 0
         self.stats.snapshots.append(info)
+        self._unsaved = 0
         commit = getattr(self.source, "commit", None)
         if commit is not None:
             commit(positions)
