@@ -20,6 +20,20 @@
   ``--loss``/``--reject`` are not given.
 - ``STREAMBAYES_KAFKA_GROUP``: consumer group of ``predict`` (and of ``learn``'s lag-only
   offset commits); default ``streambayes-predict`` / ``streambayes-learn``.
+- ``STREAMBAYES_KAFKA_CONSUMER_OPTIONS``, ``STREAMBAYES_KAFKA_PRODUCER_OPTIONS``,
+  ``STREAMBAYES_KAFKA_ADMIN_OPTIONS``: JSON objects of options for one kind of client only. The
+  shared ``STREAMBAYES_KAFKA_OPTIONS`` go to each client that knows them (kafka-python: the
+  client's ``DEFAULT_CONFIG``; librdkafka: consumer-only and producer-only properties are kept
+  from the other role); an option no client knows is a usage error (exit 2).
+- ``STREAMBAYES_KAFKA_SESSION_TIMEOUT_MS`` (default 6000), ``..._HEARTBEAT_INTERVAL_MS`` (2000),
+  ``..._MAX_POLL_INTERVAL_MS`` (300000): group timeouts of ``predict``'s consumer; a member that
+  dies hands its partitions over after about the session timeout (options given explicitly win).
+- ``STREAMBAYES_KAFKA_DELIVERY_DEADLINE``: seconds a sink keeps re-sending after a retriable
+  failure before it gives up with an error (default 120); errors that cannot succeed (a message
+  too large, an authorization failure...) are not retried.
+- ``STREAMBAYES_SINK_MAX_LINE_BYTES``: the longest line a JSONL file sink writes (default
+  1048576); a longer dead letter is truncated to fit (with the payload's size and sha256), a
+  longer posterior becomes a dead letter.
 
 >>> Settings(offline=True, data="/tmp/data").offline
 True
@@ -68,6 +82,15 @@ class Settings(BaseSettings):
 
     loss: dict[str, dict[str, float]] | None = None  # STREAMBAYES_LOSS='{"spam": {"ham": 10}}'
     reject: float | None = None  # STREAMBAYES_REJECT: the cost of answering "unsure"
+
+    kafka_consumer_options: dict[str, Any] = Field(default_factory=dict)
+    kafka_producer_options: dict[str, Any] = Field(default_factory=dict)
+    kafka_admin_options: dict[str, Any] = Field(default_factory=dict)
+    kafka_session_timeout_ms: int = Field(default=6000, ge=1000)
+    kafka_heartbeat_interval_ms: int = Field(default=2000, ge=100)
+    kafka_max_poll_interval_ms: int = Field(default=300_000, ge=1000)
+    kafka_delivery_deadline: float = Field(default=120.0, gt=0)
+    sink_max_line_bytes: int = Field(default=1_048_576, ge=1024)
 
     def kafka_security(self) -> dict[str, Any]:
         """The connection options that are set, in neutral names (each backend maps them).

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from streambayes.config import Settings
 from streambayes.errors import UsageError
+from streambayes.runtime.kafka_options import Role, group_timeouts, split
 from streambayes.runtime.sinks import FileSink, Sink
 from streambayes.runtime.sources import FileSource, Format, Source
 from streambayes.runtime.uri import KafkaURI, parse_uri
@@ -37,9 +38,15 @@ def backend(settings: Settings) -> ModuleType:
         raise UsageError(f"Kafka client {name!r} is not installed{extra}: {exc}") from None
 
 
-def client_options(settings: Settings) -> dict[str, Any]:
-    """The backend's own options: security settings mapped, plus ``STREAMBAYES_KAFKA_OPTIONS``."""
-    return backend(settings).client_options(settings.kafka_security(), settings.kafka_options)
+def client_options(settings: Settings, role: Role = "admin") -> dict[str, Any]:
+    """The backend's options for a ``role``'s client: security settings mapped, plus the shared
+    ``STREAMBAYES_KAFKA_OPTIONS`` that client knows and the role's own options
+    (:mod:`~streambayes.runtime.kafka_options`)."""
+    specific = {"consumer": settings.kafka_consumer_options,
+                "producer": settings.kafka_producer_options,
+                "admin": settings.kafka_admin_options}[role]
+    extra = split(settings.kafka_client, settings.kafka_options, specific, role)
+    return backend(settings).client_options(settings.kafka_security(), extra)
 
 
 def open_source(
@@ -60,12 +67,15 @@ def open_source(
             raise UsageError("--partitions applies to Kafka sources only (a file has one partition)")
         return FileSource(target, fmt, follow=follow)
     module = backend(settings)
-    options = module.client_options(settings.kafka_security(), settings.kafka_options)
+    options = client_options(settings, "consumer")
     group = settings.kafka_group or DEFAULT_GROUPS[role]
     if role == "predict":
         if partitions is not None:
             raise UsageError("predict reads in a consumer group; --partitions is for learn")
-        options.update(group_options or {})
+        timeouts = group_timeouts(settings.kafka_client, settings.kafka_session_timeout_ms,
+                                  settings.kafka_heartbeat_interval_ms,
+                                  settings.kafka_max_poll_interval_ms)
+        options = {**timeouts, **options, **(group_options or {})}  # explicit options win
         return module.GroupSource(target.bootstrap, target.topic, group=group, options=options,
                                   stop=stop)
     deadline = REPLAY_CONNECT_SECONDS if role == "replay" else None
@@ -75,10 +85,13 @@ def open_source(
 
 def open_sink(uri: str | KafkaURI | Path, settings: Settings, *, stop: threading.Event | None = None,
               mode: Literal["w", "a"] = "a") -> tuple[Sink, str]:
-    """A sink and the topic to send to (for a file, its path: one file, one stream)."""
+    """A sink and the topic to send to (for a file, its path: one file, one stream).
+
+    A file sink writes lines of at most ``STREAMBAYES_SINK_MAX_LINE_BYTES``; a Kafka sink gives
+    up on a failing delivery after ``STREAMBAYES_KAFKA_DELIVERY_DEADLINE`` seconds."""
     target = parse_uri(uri, allowed_query=()) if isinstance(uri, str) else uri
     if isinstance(target, Path):
-        return FileSink(target, mode=mode), str(target)
+        return FileSink(target, mode=mode, max_line_bytes=settings.sink_max_line_bytes), str(target)
     module = backend(settings)
-    options = module.client_options(settings.kafka_security(), settings.kafka_options)
-    return module.KafkaSink(target.bootstrap, options=options, stop=stop), target.topic
+    return module.KafkaSink(target.bootstrap, options=client_options(settings, "producer"),
+                            stop=stop, deadline=settings.kafka_delivery_deadline), target.topic

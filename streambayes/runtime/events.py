@@ -149,3 +149,8 @@ class DeadLetter(BaseModel):
     line: int | None = None
     payload: str
     payload_encoding: Literal["utf-8", "base64"] = "utf-8"
+    # set only on a dead letter truncated to fit its sink (absent otherwise): the full payload's
+    # size in bytes and sha256 (hex), and ``payload`` then holds its head only
+    truncated: bool | None = Field(default=None, exclude_if=lambda v: v is None)
+    payload_bytes: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    payload_sha256: str | None = Field(default=None, exclude_if=lambda v: v is None)

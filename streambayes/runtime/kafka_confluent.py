@@ -18,12 +18,13 @@ client errors are logged here, each kind at most once per ``_QUIET`` seconds.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -37,12 +38,14 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from streambayes.errors import BrokerError
-from streambayes.runtime.retry import Backoff, retrying
-from streambayes.runtime.sinks import key_bytes, to_bytes
+from streambayes.errors import BrokerError, UsageError
+from streambayes.runtime.events import DeadLetter
+from streambayes.runtime.retry import Backoff, Patience, retrying
+from streambayes.runtime.sinks import fit, key_bytes, truncate_dead_letter
 from streambayes.runtime.sources import Positions, Record
 
 NAME = "confluent"
+_T = TypeVar("_T")
 logger = logging.getLogger(__name__)
 
 _SECURITY_NAMES = {
@@ -57,6 +60,31 @@ _SECURITY_NAMES = {
 _TIMEOUT = 10.0  # seconds for a metadata, offsets or admin request
 _QUIET = 30.0  # seconds between two log lines about the same client error
 _LIBRDKAFKA_LOG = logging.getLogger(__name__ + ".librdkafka")
+_TOO_LARGE = {KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE,
+              getattr(KafkaError, "_MSG_SIZE_TOO_LARGE", KafkaError.MSG_SIZE_TOO_LARGE)}
+# delivery errors a re-send cannot cure (librdkafka's retriable() is False for most delivery
+# errors, timeouts included, so the list is explicit; anything else is re-sent)
+_NEVER = {*_TOO_LARGE, KafkaError.TOPIC_AUTHORIZATION_FAILED,
+          KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+          KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._AUTHENTICATION,
+          KafkaError.TOPIC_EXCEPTION, KafkaError.INVALID_MSG_SIZE, KafkaError.INVALID_RECORD,
+          KafkaError.INVALID_REQUIRED_ACKS, KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+          KafkaError.POLICY_VIOLATION, KafkaError._INVALID_ARG}
+_RECORD_OVERHEAD = 512  # bytes of batch and record framing around key and value
+_MIN_LETTER = 1024  # a refused dead letter is not cut below this
+
+
+def _usable(make: Callable[[], _T]) -> _T:
+    """``make()``, with librdkafka's refusal of an unknown or ill-typed property as a usage error."""
+    try:
+        return make()
+    except KafkaException as exc:
+        error = exc.args[0]
+        if isinstance(error, KafkaError) and error.code() in (KafkaError._INVALID_ARG,
+                                                              KafkaError._INVALID_TYPE):
+            raise UsageError(f"Kafka client options (STREAMBAYES_KAFKA_*OPTIONS): "
+                             f"{error.str()}") from None
+        raise
 
 
 def client_options(security: Mapping[str, Any] | None = None,
@@ -181,9 +209,9 @@ class AssignedSource:
         self.group = group
         self.refresh_seconds = refresh_seconds
         self._errors = _ErrorLog(f"consumer of {topic}")
-        self._consumer = Consumer(_consumer_config(
+        self._consumer = _usable(lambda: Consumer(_consumer_config(
             bootstrap, group or f"streambayes-assigned-{uuid.uuid4().hex}", options, self._errors,
-            "earliest"))
+            "earliest")))
         retrying(lambda: self._consumer.list_topics(timeout=_TIMEOUT), f"connect to {bootstrap}",
                  (KafkaException,), self.stop, deadline=connect_deadline)
         self._next: dict[int, int] = {}  # partition -> next offset, where known
@@ -336,8 +364,8 @@ class GroupSource:
         self.group = group
         self.stop = stop or threading.Event()
         self._errors = _ErrorLog(f"group {group} on {topic}")
-        self._consumer = Consumer(_consumer_config(bootstrap, group, options, self._errors,
-                                                   auto_offset_reset))
+        self._consumer = _usable(lambda: Consumer(_consumer_config(
+            bootstrap, group, options, self._errors, auto_offset_reset)))
         self._consumer.subscribe([topic])
         self._next: dict[int, int] = {}
         self._backoff = Backoff(stop=self.stop)
@@ -372,18 +400,34 @@ class GroupSource:
         self._consumer.close()
 
 
+def never_succeeds(error: KafkaError) -> bool:
+    """Whether a delivery error cannot succeed however often it is re-sent.
+
+    >>> never_succeeds(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
+    True
+    >>> never_succeeds(KafkaError(KafkaError._MSG_TIMED_OUT))
+    False
+    """
+    return error.code() in _NEVER
+
+
 class KafkaSink:
     """Produce to Kafka with ``acks=all`` (idempotent unless ``idempotent=False``).
 
     ``send`` queues; ``flush`` blocks until every queued message is acknowledged, re-sending
-    failures with backoff, and raises :class:`~streambayes.errors.BrokerError` only when stopped
-    first (the loop then exits without a snapshot: nothing is lost). A producer that failed
-    for good (a fatal idempotence error) is replaced and its messages re-sent.
+    failures with backoff. Errors that cannot succeed (:func:`never_succeeds`) raise
+    :class:`~streambayes.errors.BrokerError` at once; retriable ones are re-sent until they have
+    lasted ``deadline`` seconds, or until stopped. A message over ``message.max.bytes`` (less an
+    allowance for framing) is fitted by :func:`~.sinks.fit`; a dead letter the broker refuses as
+    too large is truncated to half its size and sent once more. A producer that failed for good
+    (a fatal idempotence error) is replaced and its messages re-sent.
     """
 
     def __init__(self, bootstrap: str, *, options: Mapping[str, Any] | None = None,
                  stop: threading.Event | None = None, idempotent: bool = True,
-                 linger_ms: int = 5) -> None:
+                 linger_ms: int = 5, deadline: float = 120.0,
+                 clock: Callable[[], float] = time.monotonic,
+                 backoff: tuple[float, float] = (0.1, 5.0)) -> None:
         self.stop = stop or threading.Event()
         self.count = 0
         self._errors = _ErrorLog("producer")
@@ -391,25 +435,63 @@ class KafkaSink:
             "acks": "all", "linger.ms": linger_ms, "enable.idempotence": idempotent,
             "partitioner": "murmur2_random",  # the Java client's (and kafka-python's) partitions
             "message.timeout.ms": 120_000,  # then re-sent; kafka-python's delivery timeout
-            "on_delivery": self._delivered, "error_cb": self._errors}, options)
-        self._producer = Producer(self._config)
+            "error_cb": self._errors}, options)
+        self.max_bytes = int(self._config.get("message.max.bytes", 1_000_000)) - _RECORD_OVERHEAD
+        self.deadline = deadline
+        self._patience = Patience(deadline, clock)
+        self._backoff = backoff
+        self._producer = _usable(lambda: Producer(self._config))
         self._in_flight = 0  # produced, delivery report not yet served
         self.renewals = 0  # producers replaced after a fatal error or failed deliveries
-        self._failed: list[tuple[str, bytes | None, bytes, KafkaError]] = []
+        self._failed: list[tuple[str, bytes | None, bytes, KafkaError, bool]] = []
 
-    def _delivered(self, error: KafkaError | None, message: Message) -> None:
+    def _delivered(self, refit: bool, error: KafkaError | None, message: Message) -> None:
         self._in_flight -= 1
-        if error is not None:
-            self._failed.append((message.topic(), message.key(), message.value(), error))
+        if error is None:
+            self._patience.reset()
+        else:
+            self._failed.append((message.topic(), message.key(), message.value(), error, refit))
 
     def send(self, topic: str, key: str | bytes | None, value: Any) -> None:
-        self._produce(topic, key_bytes(key), to_bytes(value))
+        """Queue ``value``; raises :class:`~.sinks.MessageTooLarge` for a value over the limit
+        that is not a dead letter (nothing is sent then)."""
+        k = key_bytes(key)
+        self._produce(topic, k, fit(value, self.max_bytes - len(k or b""), f"a message to {topic}"))
         self.count += 1
 
-    def _produce(self, topic: str, key: bytes | None, value: bytes) -> None:
+    def _refit(self, topic: str, value: bytes, error: KafkaError) -> bytes | None:
+        """A refused dead letter truncated to half its size (None: not a dead letter)."""
+        try:
+            letter = DeadLetter.model_validate_json(value)
+        except ValueError:
+            return None
+        limit = max(_MIN_LETTER, len(value) // 2)
+        self.max_bytes = min(self.max_bytes, limit)
+        logger.warning("%s refused a dead letter of %d bytes (%s); truncating to %d bytes", topic,
+                       len(value), error.str(), limit)
+        return truncate_dead_letter(letter, limit)
+
+    def _judge(self, topic: str, value: bytes, error: KafkaError, refit: bool) -> bytes | None:
+        """A failed message: its refit bytes to re-send at once, or None to re-send after a
+        backoff; raises when it cannot or may no longer succeed."""
+        if error.code() in _TOO_LARGE and not refit:
+            data = self._refit(topic, value, error)
+            if data is not None:
+                return data
+        if never_succeeds(error):
+            raise BrokerError(f"cannot deliver a message of {len(value)} bytes to {topic}: "
+                              f"{error.str()} (not retried: it cannot succeed)")
+        if self._patience.failed():
+            raise BrokerError(f"delivery to {topic} kept failing for "
+                              f"{self._patience.elapsed():.0f} s (deadline {self.deadline:g} s, "
+                              f"STREAMBAYES_KAFKA_DELIVERY_DEADLINE): {error.str()}")
+        return None
+
+    def _produce(self, topic: str, key: bytes | None, value: bytes, refit: bool = False) -> None:
         while True:
             try:
-                self._producer.produce(topic, value, key)
+                self._producer.produce(topic, value, key,
+                                       on_delivery=functools.partial(self._delivered, refit))
                 break
             except BufferError:  # the local queue is full: wait for deliveries to make room
                 before = self._in_flight
@@ -418,7 +500,13 @@ class KafkaSink:
                     raise BrokerError(f"stopped while the queue to {topic} was full") from None
             except KafkaException as exc:
                 if not _fatal(exc):
-                    raise BrokerError(f"cannot send to {topic}: {exc.args[0].str()}") from exc
+                    error = exc.args[0]
+                    data = self._judge(topic, value, error, refit) if never_succeeds(error) \
+                        else None
+                    if data is None:
+                        raise BrokerError(f"cannot send to {topic}: {error.str()}") from exc
+                    value, refit = data, True
+                    continue
                 self._renew(f"it failed for good ({exc.args[0].str()})")
         self._in_flight += 1
         self._serve(0)  # delivery reports as we go
@@ -455,7 +543,7 @@ class KafkaSink:
 
     def flush(self) -> None:
         """Return once everything sent is acknowledged; re-send failures (backoff) until then."""
-        backoff = Backoff(stop=self.stop)
+        backoff = Backoff(*self._backoff, stop=self.stop)
         while True:
             before, renewals = self._in_flight, self.renewals
             self._serve(0.5)
@@ -467,17 +555,36 @@ class KafkaSink:
                         f"stopped with {self._in_flight} messages not acknowledged")
                 continue
             failed, self._failed = self._failed, []
-            logger.warning("delivery of %d messages to %s failed (%s); re-sending", len(failed),
-                           failed[0][0], failed[0][3].str())
+            now, later = self._sort(failed)
+            for topic, key, value in now:
+                self._produce(topic, key, value, refit=True)
+            if not later:
+                continue
+            logger.warning("delivery of %d messages to %s failed (%s); re-sending", len(later),
+                           later[0][0], later[0][3].str())
             if not backoff.wait():
-                self._failed = failed + self._failed
+                self._failed = later + self._failed
                 raise BrokerError(
-                    f"stopped with {len(failed) + self._in_flight} messages not acknowledged")
+                    f"stopped with {len(later) + self._in_flight} messages not acknowledged")
             if self._config["enable.idempotence"] and renewals == self.renewals:
                 self._renew("deliveries failed (its producer id may be unusable)")
-                failed, self._failed = failed + self._failed, []
-            for topic, key, value, _error in failed:
-                self._produce(topic, key, value)
+                later, self._failed = later + self._failed, []
+            for topic, key, value, _error, refit in later:
+                self._produce(topic, key, value, refit)
+
+    def _sort(self, failed: list[tuple[str, bytes | None, bytes, KafkaError, bool]]) -> tuple[
+            list[tuple[str, bytes | None, bytes]], list[tuple[str, bytes | None, bytes, KafkaError,
+                                                               bool]]]:
+        """Failed messages into refit dead letters (re-sent at once) and the rest (re-sent after
+        a backoff); raises for one that cannot or may no longer succeed."""
+        now, later = [], []
+        for topic, key, value, error, refit in failed:
+            data = self._judge(topic, value, error, refit)
+            if data is None:
+                later.append((topic, key, value, error, refit))
+            else:
+                now.append((topic, key, data))
+        return now, later
 
     def close(self) -> None:
         try:
@@ -494,7 +601,7 @@ class KafkaSink:
 def create_topic(bootstrap: str, topic: str, partitions: int = 1, *,
                  options: Mapping[str, Any] | None = None) -> bool:
     """Create ``topic`` with ``partitions`` partitions; False if it already exists."""
-    admin = AdminClient(_config(bootstrap, {}, options))
+    admin = _usable(lambda: AdminClient(_config(bootstrap, {}, options)))
     futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
                                   request_timeout=_TIMEOUT)
     try:

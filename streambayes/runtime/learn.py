@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from streambayes.config import Settings
-from streambayes.errors import FeatureError, UsageError
+from streambayes.errors import BrokerError, FeatureError, UsageError
 from streambayes.runtime.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.events import DeadLetter
 from streambayes.runtime.sinks import Sink
@@ -169,6 +169,7 @@ class LearnLoop:
         self.model: Any = None
         self.events_total = 0
         self._positions: Positions = {}
+        self._unsaved = 0  # records read since the last checkpoint
 
     def restore(self) -> None:
         """Load the newest good snapshot (or start fresh) and seek the source to its positions."""
@@ -200,6 +201,25 @@ class LearnLoop:
         logger.info("restored snapshot %s (%d events) at %s", snap.id, snap.events, snap.positions)
 
     def run(self) -> LearnStats:
+        """:meth:`_run`; a sink failure with records read since the last snapshot is raised as a
+        plain :class:`BrokerError` saying so (never the quiet "stopped while waiting" kind)."""
+        try:
+            return self._run()
+        except BrokerError as exc:
+            if not self._unsaved:
+                raise
+            raise self._undelivered(exc) from exc
+
+    def _undelivered(self, exc: BrokerError) -> BrokerError:
+        last = self.stats.snapshots[-1].id if self.stats.snapshots else self.stats.restored
+        since = f"snapshot {last}" if last else "the beginning"
+        what = "dead letters could not be delivered" if self.dead_letters is not None \
+            else "the run failed"
+        return BrokerError(
+            f"{what} ({' '.join(str(exc).split())}); the {self._unsaved} records read since "
+            f"{since} are not saved: a restart learns them again from there (exactly once)")
+
+    def _run(self) -> LearnStats:
         if self.model is None:
             self.restore()
         start = self.clock()
@@ -224,6 +244,7 @@ class LearnLoop:
 
     def _learn(self, records: list) -> None:
         self.stats.records += len(records)
+        self._unsaved += len(records)  # counted first: a dead letter failing below is unsaved
         good: list[Decoded] = []
         for item in self.decoder.decode_many(records):
             if isinstance(item, DeadLetter):
@@ -297,6 +318,7 @@ class LearnLoop:
                                 events=self.events_total, config=config)
         self._positions = positions
         self.stats.snapshots.append(info)
+        self._unsaved = 0
         commit = getattr(self.source, "commit", None)
         if commit is not None:
             commit(positions)

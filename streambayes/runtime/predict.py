@@ -33,7 +33,7 @@ from streambayes.runtime.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.events import DeadLetter, Posterior
 from streambayes.runtime.learn import is_per_key, keyed_events, send_dead_letter
 from streambayes.runtime.shards import Merged, latest_all, merge_snapshots, open_stores
-from streambayes.runtime.sinks import Sink
+from streambayes.runtime.sinks import MessageTooLarge, Sink
 from streambayes.runtime.sources import FileSource, Format, Source
 from streambayes.snapshot.store import BaseSnapshotStore
 
@@ -135,7 +135,8 @@ class PredictLoop:
         self.source = source
         self.decoder = decoder
         self.watcher = watcher
-        self.sink = sink
+        self.sink = (OversizeToDeadLetter(sink[0], self), sink[1])
+        self.records: dict[str | None, Any] = {}  # event id -> record, of the batch served
         self.dead_letters = dead_letters
         self.batch_size = batch_size
         self.clues = clues
@@ -258,6 +259,7 @@ class PredictLoop:
     def _predict(self, model: Any, good: list[Decoded]) -> tuple[list[Decoded], np.ndarray]:
         """Log-posteriors of the batch; events the model cannot featurize become dead letters."""
         good = keyed_events(model, good, self._dead)
+        self.records = {d.event.id: d.record for d in good}  # for OversizeToDeadLetter
         if not good:
             return good, np.zeros((0, len(model.classes)))
 
@@ -284,6 +286,31 @@ class PredictLoop:
 
     def _dead(self, letter: DeadLetter) -> None:
         send_dead_letter(letter, self.stats.dead_letters, self.dead_letters)
+
+
+class OversizeToDeadLetter:
+    """The posterior sink of a :class:`PredictLoop`: a posterior too large for the sink (a huge
+    id or key; :class:`~.sinks.MessageTooLarge`) is not sent; its event becomes a dead letter."""
+
+    def __init__(self, sink: Sink, loop: PredictLoop) -> None:
+        self.sink = sink
+        self.loop = loop
+
+    def send(self, topic: str, key: str | bytes | None, value: Any) -> None:
+        try:
+            self.sink.send(topic, key, value)
+        except MessageTooLarge as exc:
+            record = self.loop.records.get(getattr(value, "id", None))
+            if record is None:
+                raise
+            self.loop._dead(dead_letter(record, "invalid_event", f"posterior not sent: {exc}"))
+            self.loop.stats.posteriors -= 1  # the batch adds every event it served
+
+    def flush(self) -> None:
+        self.sink.flush()
+
+    def close(self) -> None:
+        self.sink.close()
 
 
 def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | None = None,

@@ -54,12 +54,12 @@ def _message(record: Record, decoder: Decoder, job: ProduceJob) -> tuple[str | N
 
 def produce_file(job: ProduceJob, settings: Settings, stop: threading.Event | None = None) -> int:
     """Send every record of ``job.path`` (up to ``limit``) to ``job.to``; returns the count sent."""
-    from streambayes.runtime.connect import backend, open_sink
+    from streambayes.runtime.connect import backend, client_options, open_sink
 
     target = parse_uri(job.to, allowed_query=())
     if isinstance(target, KafkaURI) and job.partitions:
         module = backend(settings)
-        options = module.client_options(settings.kafka_security(), settings.kafka_options)
+        options = client_options(settings, "admin")
         module.create_topic(target.bootstrap, target.topic, job.partitions, options=options)
     sent = 0
     with FileSource(job.path, job.format) as source:

@@ -27,6 +27,39 @@ logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 
+class Patience:
+    """How long a run of retriable failures has lasted: started by the first failure, cleared by
+    a success; :meth:`failed` says whether ``seconds`` have passed (``clock`` injectable).
+
+    >>> now = [0.0]
+    >>> p = Patience(120, clock=lambda: now[0])
+    >>> p.failed(); now[0] = 119.0; p.failed(); now[0] = 121.0; p.failed()
+    False
+    False
+    True
+    >>> p.reset(); p.failed()
+    False
+    """
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds = seconds
+        self.clock = clock
+        self.since: float | None = None
+
+    def failed(self) -> bool:
+        """Note a failure; True once the failures have lasted ``seconds`` or more."""
+        now = self.clock()
+        if self.since is None:
+            self.since = now
+        return now - self.since >= self.seconds
+
+    def elapsed(self) -> float:
+        return 0.0 if self.since is None else self.clock() - self.since
+
+    def reset(self) -> None:
+        self.since = None
+
+
 class Backoff:
     """Doubling waits from ``first`` to ``cap`` seconds; :meth:`reset` after a success."""
 

@@ -2,6 +2,12 @@
 
 Values may be bytes, str, a mapping (written as compact UTF-8 JSON) or a pydantic model.
 
+Every sink has a largest message it accepts (a file sink: ``max_line_bytes``; Kafka: the
+producer's request size). A dead letter over it is truncated to fit by :func:`fit` (reason,
+error, position and line kept; ``truncated``, the full payload's ``payload_bytes`` and
+``payload_sha256`` added; as much of the payload's head as fits); any other value over it raises
+:class:`MessageTooLarge` (the loops turn such a posterior into a dead letter).
+
 >>> sink = MemorySink()
 >>> sink.send("posteriors", "user-42", {"id": "m-1", "posterior": {"spam": 0.9}})
 >>> rec = sink.topics["posteriors"][0]
@@ -11,6 +17,8 @@ Values may be bytes, str, a mapping (written as compact UTF-8 JSON) or a pydanti
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import time
@@ -20,7 +28,11 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
+from streambayes.errors import BrokerError
+from streambayes.runtime.events import DeadLetter
 from streambayes.runtime.sources import Record
+
+DEFAULT_MAX_LINE_BYTES = 1_048_576
 
 
 class Sink(Protocol):
@@ -54,21 +66,80 @@ def key_bytes(key: str | bytes | None) -> bytes | None:
     return key.encode("utf-8") if isinstance(key, str) else key
 
 
+class MessageTooLarge(BrokerError):
+    """A value (not a dead letter) is larger than its sink accepts; it was not sent."""
+
+
+def original_payload(letter: DeadLetter) -> bytes:
+    """The bytes of the record a dead letter is about (its payload decoded from base64 if so)."""
+    if letter.payload_encoding == "base64":
+        return base64.b64decode(letter.payload)
+    return letter.payload.encode("utf-8")
+
+
+def truncate_dead_letter(letter: DeadLetter, limit: int) -> bytes:
+    """``letter`` as JSON of at most ``limit`` bytes: the payload's head only, with its full size,
+    sha256 and ``truncated: true`` (an already truncated letter keeps its original size and hash).
+
+    >>> from streambayes.runtime.events import SourcePosition
+    >>> big = DeadLetter(reason="bad_json", error="e", payload="x" * 5000,
+    ...                  source=SourcePosition(topic="t", partition=0, offset=7))
+    >>> doc = json.loads(truncate_dead_letter(big, 1000))
+    >>> doc["truncated"], doc["payload_bytes"], len(doc["payload"]) < 1000, doc["source"]["offset"]
+    (True, 5000, True, 7)
+    """
+    if letter.truncated:
+        size, digest = letter.payload_bytes, letter.payload_sha256
+    else:
+        raw = original_payload(letter)
+        size, digest = len(raw), hashlib.sha256(raw).hexdigest()
+    error = letter.error if len(letter.error) <= limit // 4 else letter.error[:limit // 4] + "..."
+    shell = letter.model_copy(update={"payload": "", "error": error, "truncated": True,
+                                      "payload_bytes": size, "payload_sha256": digest})
+    if len(to_bytes(shell)) > limit:
+        raise MessageTooLarge(f"a dead letter of {shell.source.topic}[{shell.source.partition}]@"
+                              f"{shell.source.offset} does not fit in {limit} bytes even empty")
+    step = 4 if letter.payload_encoding == "base64" else 1  # keep base64 decodable
+    lo, hi = 0, len(letter.payload) // step  # the longest head (in steps) that fits: bisect
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if len(to_bytes(shell.model_copy(update={"payload": letter.payload[:mid * step]}))) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    return to_bytes(shell.model_copy(update={"payload": letter.payload[:lo * step]}))
+
+
+def fit(value: Any, limit: int | None, what: str = "the sink") -> bytes:
+    """``value``'s bytes if they fit in ``limit``; a dead letter truncated to fit; else raise
+    :class:`MessageTooLarge`."""
+    data = to_bytes(value)
+    if limit is None or len(data) <= limit:
+        return data
+    if isinstance(value, DeadLetter):
+        return truncate_dead_letter(value, limit)
+    raise MessageTooLarge(f"a {type(value).__name__} of {len(data)} bytes is over the {limit} "
+                          f"bytes {what} accepts")
+
+
 class FileSink:
     """One JSON value per line in a file; the topic is not written (one file, one stream).
 
     The file is created at the first ``send`` (``mode="w"`` truncates it then, ``"a"`` appends),
-    so a run with nothing to write leaves no file behind. ``count`` is the lines sent.
+    so a run with nothing to write leaves no file behind. ``count`` is the lines sent. A line
+    is at most ``max_line_bytes`` (newline excluded): see :func:`fit`.
     """
 
-    def __init__(self, path: str | Path, mode: Literal["w", "a"] = "a") -> None:
+    def __init__(self, path: str | Path, mode: Literal["w", "a"] = "a",
+                 max_line_bytes: int | None = DEFAULT_MAX_LINE_BYTES) -> None:
         self.path = Path(path)
         self.mode = mode
+        self.max_line_bytes = max_line_bytes
         self.count = 0
         self._file: Any = None
 
     def send(self, topic: str, key: str | bytes | None, value: Any) -> None:
-        data = to_bytes(value)
+        data = fit(value, self.max_line_bytes, f"a line of {self.path}")
         if b"\n" in data:
             raise ValueError(f"{self.path}: a JSONL line cannot contain a newline")
         if self._file is None:
