@@ -20,6 +20,11 @@
   ``--loss``/``--reject`` are not given.
 - ``STREAMBAYES_KAFKA_GROUP``: consumer group of ``predict`` (and of ``learn``'s lag-only
   offset commits); default ``streambayes-predict`` / ``streambayes-learn``.
+- ``STREAMBAYES_SNAPSHOT_KEY``: signs snapshots (HMAC-SHA256); when set, unsigned or wrongly
+  signed snapshots are refused as corrupt (the previous good one is used).
+- ``STREAMBAYES_SNAPSHOT_MAX_BYTES`` (default 4 GiB): a snapshot file, or its arrays uncompressed,
+  larger than this is refused as corrupt; ``STREAMBAYES_SNAPSHOT_MAX_RATIO`` (default 100): an old
+  (npz) snapshot member inflating more than this many times (past 1 MiB) is refused as a zip bomb.
 
 >>> Settings(offline=True, data="/tmp/data").offline
 True
@@ -31,7 +36,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SMS_URL = "https://archive.ics.uci.edu/static/public/228/sms+spam+collection.zip"
@@ -68,6 +73,10 @@ class Settings(BaseSettings):
 
     loss: dict[str, dict[str, float]] | None = None  # STREAMBAYES_LOSS='{"spam": {"ham": 10}}'
     reject: float | None = None  # STREAMBAYES_REJECT: the cost of answering "unsure"
+
+    snapshot_key: SecretStr | None = None  # STREAMBAYES_SNAPSHOT_KEY: HMAC-sign and check snapshots
+    snapshot_max_bytes: int = Field(default=4 * 2**30, gt=0)
+    snapshot_max_ratio: float = Field(default=100.0, ge=1)
 
     def kafka_security(self) -> dict[str, Any]:
         """The connection options that are set, in neutral names (each backend maps them).
