@@ -127,6 +127,8 @@ def check_items(items: Any, names: list[str], size: int, limits: ReadLimits) -> 
         raise CorruptSnapshot(f"header arrays.items lists {got!r}, the skeleton references {sorted(names)}")
     specs, total = {}, 0
     for name, spec in items.items():
+        if not _PLAIN.fullmatch(name):
+            raise CorruptSnapshot(f"array name {name!r} is not a plain name like 'a0'")
         if not isinstance(spec, dict) or not isinstance(spec.get("dtype"), str):
             raise CorruptSnapshot(f"array {name}: bad manifest entry {spec!r}")
         dtype, shape = _dtype(spec["dtype"], name), _shape(spec.get("shape"), name)
