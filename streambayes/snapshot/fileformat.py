@@ -107,9 +107,7 @@ def pack(
 
 def read_header(data: bytes, *, limits: ReadLimits | None = None, key: bytes | None = None) -> dict[str, Any]:
     """The verified header of a snapshot's bytes, without loading any array."""
-    header, archive = _split(data)
-    _verify(header, archive, limits or ReadLimits(), key)
-    return header
+    return _verified(data, limits or ReadLimits(), key)[0]
 
 
 def unpack(
@@ -121,10 +119,9 @@ def unpack(
     CorruptSnapshot: the caller falls back to an older snapshot.
     """
     limits = limits or ReadLimits()
-    header, archive = _split(data)
-    _verify(header, archive, limits, key)
-    names = array_refs(header["skeleton"])
+    header, archive = _verified(data, limits, key)
     try:
+        names = array_refs(header["skeleton"])
         if header["schema_version"] == 1:
             arrays = read_npz(archive, names, limits)
         else:
@@ -182,6 +179,15 @@ def _signature(header: Mapping[str, Any], archive: bytes, key: bytes) -> str:
     mac = hmac.new(key, _signed_bytes(header), hashlib.sha256)
     mac.update(archive)
     return _SIGNATURE + mac.hexdigest()
+
+
+def _verified(data: bytes, limits: ReadLimits, key: bytes | None) -> tuple[dict[str, Any], bytes]:
+    header, archive = _split(data)
+    try:
+        _verify(header, archive, limits, key)
+    except (RecursionError, MemoryError) as exc:  # a skeleton nested too deep, say
+        raise CorruptSnapshot(f"header cannot be checked: {type(exc).__name__}: {exc}") from exc
+    return header, archive
 
 
 def _split(data: bytes) -> tuple[dict[str, Any], bytes]:
