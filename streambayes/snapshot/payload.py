@@ -66,7 +66,7 @@ def write_safetensors(arrays: Mapping[str, np.ndarray]) -> tuple[bytes, dict[str
     items: dict[str, dict] = {}
     tensors: dict[str, np.ndarray] = {}
     for name, array in arrays.items():
-        if array.dtype.kind not in _KINDS:
+        if array.dtype.kind not in _KINDS or array.dtype.itemsize == 0:
             raise SnapshotError(f"array {name}: dtype {array.dtype} cannot be stored (numeric, bool, "
                                 "string and datetime arrays only)")
         array = array if array.flags.c_contiguous else array.copy(order="C")  # keeps 0-d arrays 0-d

@@ -133,6 +133,19 @@ def test_round_trip_nested_state(store_factory):
     assert_same(store.load("000001").state, state)
 
 
+def test_dtypes_safetensors_lacks_round_trip_as_bytes_with_their_dtype_in_the_header(store_factory):
+    store = store_factory()
+    state = {"words": np.array(["a", "größe"]), "raw": np.array([b"x", b"yz"]),
+             "when": np.array([1, 2], "M8[s]"), "z": np.array([1 + 2j], np.complex128),
+             "big": np.array([[1, 2], [3, 4]], ">i4").T, "flags": np.array([True])}
+    store.write(state, model="nb", positions={}, events=1)
+    assert_same(store.latest().state, state)
+    items = store.header("000001")["arrays"]["items"]
+    assert [items[f"a{i}"]["dtype"] for i in range(6)] == ["<U5", "|S2", "<M8[s]", "<c16", ">i4", "|b1"]
+    with pytest.raises(SnapshotError, match="cannot be stored"):
+        store.write({"v": np.zeros(2, [("x", "<i4")])}, model="nb", positions={}, events=1)
+
+
 def test_format_1_snapshots_still_load_compressed_or_not(store_factory):
     """Old (npz) snapshots on users' disks: read, also deflated, with the same checks."""
     store = store_factory()
