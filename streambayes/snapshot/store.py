@@ -103,8 +103,11 @@ class Snapshot:
 
 
 def summarize(header: Mapping[str, Any]) -> dict[str, Any]:
-    """A header without its ``skeleton`` (which only describes the state's layout)."""
-    return {key: value for key, value in header.items() if key != "skeleton"}
+    """A header without its ``skeleton`` and per-array ``items`` (they only describe the layout)."""
+    out = {key: value for key, value in header.items() if key != "skeleton"}
+    if isinstance(out.get("arrays"), Mapping):
+        out["arrays"] = {key: value for key, value in out["arrays"].items() if key != "items"}
+    return out
 
 
 def format_id(number: int) -> str:

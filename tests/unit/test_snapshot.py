@@ -223,6 +223,8 @@ def test_header_holds_positions_events_model_config(store_factory):
     assert store.latest_header() == header
     summary = summarize(header)
     assert "skeleton" not in summary and summary["checksum"] == header["checksum"]
+    assert summary["arrays"] == {"count": 1, "bytes": header["arrays"]["bytes"], "format": "safetensors"}
+    assert header["arrays"]["items"] == {"a0": {"dtype": "<f8", "shape": [2], "nbytes": 16}}
     json.dumps(summary, allow_nan=False)
 
 
