@@ -34,6 +34,11 @@
 - ``STREAMBAYES_SINK_MAX_LINE_BYTES``: the longest line a JSONL file sink writes (default
   1048576); a longer dead letter is truncated to fit (with the payload's size and sha256), a
   longer posterior becomes a dead letter.
+- ``STREAMBAYES_SNAPSHOT_KEY``: signs snapshots (HMAC-SHA256); when set, unsigned or wrongly
+  signed snapshots are refused as corrupt (the previous good one is used).
+- ``STREAMBAYES_SNAPSHOT_MAX_BYTES`` (default 4 GiB): a snapshot file, or its arrays uncompressed,
+  larger than this is refused as corrupt; ``STREAMBAYES_SNAPSHOT_MAX_RATIO`` (default 100): an old
+  (npz) snapshot member inflating more than this many times (past 1 MiB) is refused as a zip bomb.
 
 >>> Settings(offline=True, data="/tmp/data").offline
 True
@@ -45,7 +50,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SMS_URL = "https://archive.ics.uci.edu/static/public/228/sms+spam+collection.zip"
@@ -91,6 +96,9 @@ class Settings(BaseSettings):
     kafka_max_poll_interval_ms: int = Field(default=300_000, ge=1000)
     kafka_delivery_deadline: float = Field(default=120.0, gt=0)
     sink_max_line_bytes: int = Field(default=1_048_576, ge=1024)
+    snapshot_key: SecretStr | None = None  # STREAMBAYES_SNAPSHOT_KEY: HMAC-sign and check snapshots
+    snapshot_max_bytes: int = Field(default=4 * 2**30, gt=0)
+    snapshot_max_ratio: float = Field(default=100.0, ge=1)
 
     def kafka_security(self) -> dict[str, Any]:
         """The connection options that are set, in neutral names (each backend maps them).

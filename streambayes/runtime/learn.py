@@ -31,6 +31,7 @@ from streambayes.config import Settings
 from streambayes.errors import BrokerError, FeatureError, UsageError
 from streambayes.runtime.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.events import DeadLetter
+from streambayes.runtime.shards import store_options
 from streambayes.runtime.sinks import Sink
 from streambayes.runtime.sources import FileSource, Format, Positions, Source
 from streambayes.snapshot import SnapshotStore
@@ -173,14 +174,14 @@ class LearnLoop:
 
     def restore(self) -> None:
         """Load the newest good snapshot (or start fresh) and seek the source to its positions."""
-        snap = self.store.latest()
+        from streambayes.models import model_from_state
+
+        snap = self.store.latest(model_from_state)  # newest whose state rebuilds; bad ones skipped
         if snap is None:
             self.model = self.make_model()
             self.model_name = self.model_name or self.model.name
             self._start_calibration(None)
             return
-        from streambayes.models import model_from_state
-
         if self.model_name is not None and self.model_name != snap.model:
             raise UsageError(f"{self.store}: snapshot {snap.id} holds model {snap.model!r}, not "
                              f"{self.model_name!r} (use another --snapshots directory)")
@@ -191,7 +192,7 @@ class LearnLoop:
                 f"{self.store}: snapshot {snap.id} was learned from {', '.join(snap.positions)}, "
                 f"not {topic}; reading it would add its events on top (give the same --source "
                 "as before, or --new-source to continue this model on another stream)")
-        self.model = model_from_state(snap.state)
+        self.model = snap.learner
         self.model_name = snap.model
         self.events_total = snap.events
         self._positions = snap.positions
@@ -337,7 +338,7 @@ def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = 
     dead = open_sink(job.dead_letter, settings, stop=stop) if job.dead_letter else None
     try:
         decoder = _decoder(source, job)
-        store = SnapshotStore(job.snapshots, keep=job.keep)
+        store = SnapshotStore(job.snapshots, keep=job.keep, **store_options(settings))
         name = job.model
 
         def make() -> Any:

@@ -322,7 +322,7 @@ def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | Non
     stop = stop or threading.Event()
     if not job.snapshots:
         raise UsageError("predict needs --snapshots DIR[,DIR...]")
-    stores = open_stores(job.snapshots)
+    stores = open_stores(job.snapshots, settings)
     source = open_source(job.source, settings, role="predict", fmt=job.format, stop=stop,
                          group_options=group_options, follow=job.follow)
     is_file = isinstance(source, FileSource)

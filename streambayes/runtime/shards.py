@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from streambayes.errors import ModelError, SnapshotError
+from streambayes.snapshot.payload import ReadLimits
 from streambayes.snapshot.store import BaseSnapshotStore, Snapshot, SnapshotStore
 
 
@@ -34,21 +35,33 @@ class Merged:
         return "+".join(self.ids)
 
 
-def open_stores(directories: Sequence[Path | str]) -> list[BaseSnapshotStore]:
+def open_stores(directories: Sequence[Path | str], settings: Any = None) -> list[BaseSnapshotStore]:
+    """A store per directory, with the read limits and signing key of ``settings`` (if given)."""
     stores = []
     for directory in directories:
         path = Path(directory)
         if path.exists() and not path.is_dir():
             raise SnapshotError(f"{path} is not a snapshot directory")
-        stores.append(SnapshotStore(path))
+        stores.append(SnapshotStore(path, **store_options(settings)))
     return stores
 
 
+def store_options(settings: Any) -> dict[str, Any]:
+    """``limits`` and ``key`` of a snapshot store from the settings (defaults when None)."""
+    if settings is None:
+        return {}
+    key = settings.snapshot_key.get_secret_value().encode() if settings.snapshot_key else None
+    return {"limits": ReadLimits(settings.snapshot_max_bytes, settings.snapshot_max_ratio), "key": key}
+
+
 def latest_all(stores: Sequence[BaseSnapshotStore]) -> list[Snapshot] | None:
-    """The newest good snapshot of every store; None while any store has none yet."""
+    """The newest snapshot of every store whose state rebuilds a learner (as ``snap.learner``);
+    None while any store has none yet. Snapshots that do not rebuild are skipped (a warning)."""
+    from streambayes.models import model_from_state
+
     snaps = []
     for store in stores:
-        snap = store.latest()
+        snap = store.latest(model_from_state)
         if snap is None:
             return None
         snaps.append(snap)
@@ -76,13 +89,24 @@ def merge_snapshots(snaps: Sequence[Snapshot]) -> Merged:
                         f"{snap.id}; merging would count its events twice")
                 owner[where] = snap.id
                 positions.setdefault(topic, {})[partition] = offset
-    model = model_from_state(snaps[0].state)
+    model = _learner(snaps[0], model_from_state)
     for snap in snaps[1:]:
         try:
-            model.merge(model_from_state(snap.state))
+            model.merge(_learner(snap, model_from_state))
         except ModelError as exc:
             raise SnapshotError(f"cannot merge snapshot {snap.id}: {exc}") from None
     from streambayes.runtime.calibrate import merged
 
     return Merged(model, snaps[0].model, positions, sum(s.events for s in snaps),
                   tuple(s.id for s in snaps), merged([s.header.get("config") for s in snaps]))
+
+
+def _learner(snap: Snapshot, build: Any) -> Any:
+    """The learner :func:`latest_all` rebuilt, else rebuilt now (a failure is a SnapshotError)."""
+    if snap.learner is not None:
+        return snap.learner
+    try:
+        return build(snap.state)
+    except Exception as exc:  # any failure to rebuild: the snapshot is bad, not the process
+        raise SnapshotError(f"snapshot {snap.id} does not rebuild a model: "
+                            f"{type(exc).__name__}: {exc}") from exc

@@ -1,7 +1,8 @@
 """Snapshots: learner state + source positions + model config; versioned, checksummed, no pickle.
 
 - :mod:`.codec`: state <-> (JSON skeleton, named numpy arrays);
-- :mod:`.fileformat`: the bytes of one snapshot (preamble, JSON header, npz) and their verification;
+- :mod:`.fileformat`: the bytes of one snapshot (preamble, JSON header, arrays) and their verification;
+- :mod:`.payload`: the arrays section (safetensors; npz for format 1) and the read limits;
 - :mod:`.store`: numbered snapshots in a directory (:class:`SnapshotStore`) or in memory
   (:class:`MemorySnapshotStore`), written atomically, the last K kept, corrupt ones skipped.
 """
@@ -9,6 +10,7 @@
 from streambayes.errors import CorruptSnapshot, SnapshotError
 from streambayes.snapshot.codec import decode_state, encode_state
 from streambayes.snapshot.fileformat import FORMAT_VERSION, pack, read_header, unpack
+from streambayes.snapshot.payload import ReadLimits
 from streambayes.snapshot.store import (
     BaseSnapshotStore,
     MemorySnapshotStore,
@@ -27,6 +29,7 @@ __all__ = [
     "BaseSnapshotStore",
     "CorruptSnapshot",
     "MemorySnapshotStore",
+    "ReadLimits",
     "Snapshot",
     "SnapshotError",
     "SnapshotInfo",

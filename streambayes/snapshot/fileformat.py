@@ -1,21 +1,25 @@
-"""The bytes of one snapshot: a preamble line, a JSON header, an npz archive of arrays.
+"""The bytes of one snapshot: a preamble line, a JSON header, the arrays.
 
-Layout (format version 1)::
+Layout (format version 2; version 1 is still read)::
 
-    STREAMBAYES-SNAPSHOT 1 <header length in bytes>\\n
+    STREAMBAYES-SNAPSHOT 2 <header length in bytes>\\n
     <header: compact UTF-8 JSON object, keys in insertion order>
-    <arrays: an .npz zip archive written by numpy without pickle, to the end of the file>
+    <arrays: a safetensors buffer (version 1: an .npz zip archive), to the end of the file>
 
 The header holds ``schema_version``, ``id``, ``model``, ``config``, ``positions`` (topic ->
 {partition: NEXT offset}), ``events``, ``created_at`` (ISO 8601 UTC), ``writer``, ``arrays``
-(``count`` and ``bytes`` of the archive), ``skeleton`` (see :mod:`.codec`) and ``checksum``: the
-sha256 hex digest of the compact JSON of the header without ``checksum``, then the archive bytes.
+(``count`` and ``bytes`` of the arrays section; version 2 adds ``format`` and ``items``: each
+array's numpy ``dtype``, ``shape`` and ``nbytes``), ``skeleton`` (see :mod:`.codec`) and ``checksum``:
+the sha256 hex digest of the compact JSON of the header without ``checksum`` (and ``signature``),
+then the arrays bytes. With a key, the writer adds ``signature``: ``hmac-sha256:`` and the HMAC of
+the same bytes; a reader given a key refuses a snapshot without it or with another one.
 Key order is kept (a learner may rely on dict order), so re-serializing a parsed header
 reproduces its bytes exactly.
 
-Reading verifies before it decodes: preamble, length, checksum, header field types, then the
-archive's member list and each member's dtype (read from the .npy headers, no data); only then are
-arrays loaded, with ``np.load(..., allow_pickle=False)``. Nothing here can unpickle or evaluate.
+Reading verifies before it decodes: preamble, length, signature (with a key), checksum, header
+field types, then the arrays' manifest against :class:`~.payload.ReadLimits` (names, dtypes,
+shapes, sizes, total; see :mod:`.payload`); only then are arrays loaded, never more bytes than were
+checked. Nothing here can unpickle or evaluate.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ import hashlib
 import hmac
 import io
 import json
-import zipfile
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,9 +36,20 @@ import numpy as np
 from streambayes import __version__
 from streambayes.errors import CorruptSnapshot, SnapshotError
 from streambayes.snapshot.codec import array_refs, check_plain_json, decode_state, encode_state
+from streambayes.snapshot.payload import (
+    ReadLimits,
+    check_items,
+    check_npz,
+    read_npz,
+    read_safetensors,
+    write_safetensors,
+)
 
 MAGIC = b"STREAMBAYES-SNAPSHOT"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)
+_SIGNATURE = "hmac-sha256:"
+_UNSIGNED = ("checksum", "signature")
 _PREAMBLE_MAX = 64
 _FIELDS: dict[str, type] = {
     "schema_version": int, "id": str, "model": str, "config": dict, "positions": dict,
@@ -52,51 +66,71 @@ def pack(
     positions: Mapping[str, Mapping[str | int, int]],
     events: int,
     created_at: str,
+    key: bytes | None = None,
+    version: int = FORMAT_VERSION,
     compress: bool = False,
 ) -> tuple[bytes, dict[str, Any]]:
-    """Encode one snapshot; returns its bytes and its header. Raises SnapshotError on bad input."""
+    """Encode one snapshot; returns its bytes and its header. Raises SnapshotError on bad input.
+
+    ``key`` signs it (HMAC-SHA256). ``version=1`` (an npz, ``compress`` to deflate it) exists
+    only to make old-format snapshots, e.g. for tests; version 2 is never compressed.
+    """
     if not isinstance(model, str) or not model:
         raise SnapshotError(f"model must be a non-empty str, got {model!r}")
     if not isinstance(config, Mapping):
         raise SnapshotError(f"config must be a dict, got {type(config).__name__}")
+    if version not in READ_VERSIONS or (compress and version != 1):
+        raise SnapshotError(f"cannot write format version {version!r} (compress={compress})")
     check_plain_json(config, "config")
     positions = normalize_positions(positions)
     if type(events) is not int or events < 0:
         raise SnapshotError(f"events must be an int >= 0, got {events!r}")
     skeleton, arrays = encode_state(state)
-    archive = _archive_bytes(arrays, compress)
+    if version == 1:
+        archive, manifest = _archive_bytes(arrays, compress), {}
+    else:
+        archive, items = write_safetensors(arrays)
+        manifest = {"format": "safetensors", "items": items}
     header: dict[str, Any] = {
-        "schema_version": FORMAT_VERSION, "id": snapshot_id, "model": model,
+        "schema_version": version, "id": snapshot_id, "model": model,
         "config": dict(config), "positions": positions, "events": events,
         "created_at": created_at, "writer": f"streambayes {__version__}",
-        "arrays": {"count": len(arrays), "bytes": len(archive)}, "skeleton": skeleton,
+        "arrays": {"count": len(arrays), "bytes": len(archive), **manifest}, "skeleton": skeleton,
     }  # fmt: skip
     header["checksum"] = _checksum(header, archive)
+    if key is not None:
+        header["signature"] = _signature(header, archive, key)
     body = compact_json(header)
-    preamble = b"%s %d %d\n" % (MAGIC, FORMAT_VERSION, len(body))
+    preamble = b"%s %d %d\n" % (MAGIC, version, len(body))
     return preamble + body + archive, header
 
 
-def read_header(data: bytes) -> dict[str, Any]:
+def read_header(data: bytes, *, limits: ReadLimits | None = None, key: bytes | None = None) -> dict[str, Any]:
     """The verified header of a snapshot's bytes, without loading any array."""
-    header, archive = _split(data)
-    _verify(header, archive)
-    return header
+    return _verified(data, limits or ReadLimits(), key)[0]
 
 
-def unpack(data: bytes) -> tuple[dict[str, Any], Any]:
-    """Verify a snapshot's bytes, then decode them: returns ``(header, state)``."""
-    header, archive = _split(data)
-    _verify(header, archive)
-    names = array_refs(header["skeleton"])
+def unpack(
+    data: bytes, *, limits: ReadLimits | None = None, key: bytes | None = None
+) -> tuple[dict[str, Any], Any]:
+    """Verify a snapshot's bytes, then decode them: returns ``(header, state)``.
+
+    Any failure to decode (a bad manifest, a short buffer, even ``MemoryError``) is a
+    CorruptSnapshot: the caller falls back to an older snapshot.
+    """
+    limits = limits or ReadLimits()
+    header, archive = _verified(data, limits, key)
     try:
-        with np.load(io.BytesIO(archive), allow_pickle=False) as npz:
-            if not isinstance(npz, np.lib.npyio.NpzFile):
-                raise CorruptSnapshot("arrays section is not an npz archive")
-            arrays = {name: npz[name] for name in names}
-    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as exc:
-        raise CorruptSnapshot(f"cannot load arrays: {exc}") from exc
-    return header, decode_state(header["skeleton"], arrays)
+        names = array_refs(header["skeleton"])
+        if header["schema_version"] == 1:
+            arrays = read_npz(archive, names, limits)
+        else:
+            arrays = read_safetensors(archive, header["arrays"].get("items"), names, limits)
+        return header, decode_state(header["skeleton"], arrays)
+    except SnapshotError:
+        raise
+    except (MemoryError, ValueError, TypeError, KeyError, RecursionError) as exc:
+        raise CorruptSnapshot(f"cannot load arrays: {type(exc).__name__}: {exc}") from exc
 
 
 def normalize_positions(positions: Mapping[str, Mapping[str | int, int]]) -> dict:
@@ -131,10 +165,29 @@ def _archive_bytes(arrays: dict[str, np.ndarray], compress: bool) -> bytes:
     return buffer.getvalue()
 
 
+def _signed_bytes(header: Mapping[str, Any]) -> bytes:
+    return compact_json({k: v for k, v in header.items() if k not in _UNSIGNED})
+
+
 def _checksum(header: Mapping[str, Any], archive: bytes) -> str:
-    digest = hashlib.sha256(compact_json({k: v for k, v in header.items() if k != "checksum"}))
+    digest = hashlib.sha256(_signed_bytes(header))
     digest.update(archive)
     return digest.hexdigest()
+
+
+def _signature(header: Mapping[str, Any], archive: bytes, key: bytes) -> str:
+    mac = hmac.new(key, _signed_bytes(header), hashlib.sha256)
+    mac.update(archive)
+    return _SIGNATURE + mac.hexdigest()
+
+
+def _verified(data: bytes, limits: ReadLimits, key: bytes | None) -> tuple[dict[str, Any], bytes]:
+    header, archive = _split(data)
+    try:
+        _verify(header, archive, limits, key)
+    except (RecursionError, MemoryError) as exc:  # a skeleton nested too deep, say
+        raise CorruptSnapshot(f"header cannot be checked: {type(exc).__name__}: {exc}") from exc
+    return header, archive
 
 
 def _split(data: bytes) -> tuple[dict[str, Any], bytes]:
@@ -143,11 +196,11 @@ def _split(data: bytes) -> tuple[dict[str, Any], bytes]:
     fields = data[:end].split(b" ") if end >= 0 else []
     if len(fields) != 3 or fields[0] != MAGIC or not (fields[1] + fields[2]).isdigit():
         got = data[: min(len(data), _PREAMBLE_MAX)]
-        raise CorruptSnapshot(f"not a snapshot (or truncated): expected '{MAGIC.decode()} 1 N', got {got!r}")
+        raise CorruptSnapshot(f"not a snapshot (or truncated): expected '{MAGIC.decode()} 2 N', got {got!r}")
     version, size = int(fields[1]), int(fields[2])
-    if version != FORMAT_VERSION:
+    if version not in READ_VERSIONS:
         raise SnapshotError(
-            f"unsupported snapshot format version {version}; this build reads {FORMAT_VERSION}"
+            f"unsupported snapshot format version {version}; this build reads {READ_VERSIONS}"
         )
     start = end + 1
     if start + size > len(data):
@@ -158,13 +211,17 @@ def _split(data: bytes) -> tuple[dict[str, Any], bytes]:
         raise CorruptSnapshot(f"header is not valid JSON: {exc}") from exc
     if not isinstance(header, dict):
         raise CorruptSnapshot(f"header must be a JSON object, got {type(header).__name__}")
+    if header.get("schema_version") != version:
+        raise CorruptSnapshot(f"preamble says format {version}, header says {header.get('schema_version')!r}")
     return header, data[start + size :]
 
 
-def _verify(header: dict[str, Any], archive: bytes) -> None:
+def _verify(header: dict[str, Any], archive: bytes, limits: ReadLimits, key: bytes | None) -> None:
     declared = header.get("arrays", {}).get("bytes") if isinstance(header.get("arrays"), dict) else None
     if isinstance(declared, int) and len(archive) < declared:
         raise CorruptSnapshot(f"truncated: arrays need {declared} bytes, {len(archive)} present")
+    if key is not None:
+        _verify_signature(header, archive, key)
     expected, actual = header.get("checksum"), _checksum(header, archive)
     if not isinstance(expected, str) or not hmac.compare_digest(expected, actual):
         raise CorruptSnapshot(f"checksum mismatch: header says {expected!r}, content hashes to {actual!r}")
@@ -179,38 +236,23 @@ def _verify(header: dict[str, Any], archive: bytes) -> None:
         normalize_positions(header["positions"])
     except SnapshotError as exc:
         raise CorruptSnapshot(str(exc)) from exc
-    _check_archive(archive, array_refs(header["skeleton"]))
-
-
-def _check_archive(archive: bytes, names: list[str]) -> None:
-    """Member list must match the skeleton's references; no member may hold Python objects."""
+    names = array_refs(header["skeleton"])
     if not all(isinstance(name, str) for name in names) or len(set(names)) != len(names):
         raise CorruptSnapshot(f"skeleton array references are not unique names: {names!r}")
-    try:
-        with zipfile.ZipFile(io.BytesIO(archive)) as zf:
-            members = zf.namelist()
-            if sorted(members) != sorted(f"{name}.npy" for name in names):
-                raise CorruptSnapshot(f"archive holds {sorted(members)}, skeleton references {sorted(names)}")
-            for member in members:
-                with zf.open(member) as fh:
-                    dtype = _npy_dtype(fh)
-                if dtype.hasobject:
-                    raise CorruptSnapshot(
-                        f"array {member[:-4]!r} has dtype {dtype} (Python objects); refusing "
-                        "to load it, snapshots never unpickle"
-                    )
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
-        raise CorruptSnapshot(f"arrays section is not a valid npz archive: {exc}") from exc
+    if header["schema_version"] == 1:
+        check_npz(archive, names, limits)
+    else:
+        if header["arrays"].get("format") != "safetensors":
+            raise CorruptSnapshot(f"arrays format {header['arrays'].get('format')!r}, expected 'safetensors'")
+        check_items(header["arrays"].get("items"), names, len(archive), limits)
 
 
-def _npy_dtype(fh: Any) -> np.dtype:
-    """Read only the .npy header (a literal, parsed by numpy without evaluation)."""
-    version = np.lib.format.read_magic(fh)
-    if version == (1, 0):
-        return np.lib.format.read_array_header_1_0(fh)[2]
-    if version in ((2, 0), (3, 0)):  # same layout; 3.0 only differs in the text encoding
-        return np.lib.format.read_array_header_2_0(fh)[2]
-    raise ValueError(f"unsupported .npy version {version}")
+def _verify_signature(header: dict[str, Any], archive: bytes, key: bytes) -> None:
+    signature = header.get("signature")
+    if not isinstance(signature, str):
+        raise CorruptSnapshot("unsigned snapshot refused: a key is set (STREAMBAYES_SNAPSHOT_KEY)")
+    if not hmac.compare_digest(signature, _signature(header, archive, key)):
+        raise CorruptSnapshot("bad signature: the snapshot was altered, or signed with another key")
 
 
 def _no_constant(name: str) -> Any:

@@ -6,7 +6,13 @@ rename, fsync of the directory) and then prunes all but the newest ``keep`` snap
 bad. :meth:`latest` returns the newest snapshot that verifies: a corrupt or truncated one is
 skipped, with a warning, for the one before it. When snapshots exist but none verifies,
 :meth:`latest` raises SnapshotError instead of returning None, so a damaged store never looks like
-a fresh start.
+a fresh start. Given ``build`` (e.g. ``model_from_state``), :meth:`latest` returns the newest
+snapshot whose state also rebuilds into a learner: any exception while rebuilding (``KeyError``,
+``ValueError``, ``MemoryError``, a ModelError...) marks that snapshot corrupt, like a bad checksum.
+
+Reading is bounded by :class:`~.payload.ReadLimits` (a file or arrays total over ``max_bytes`` is
+refused before it is read). With a ``key``, snapshots are written signed and unsigned or wrongly
+signed ones are refused as corrupt.
 
 One writer per store; any number of readers. Temporary files left by a crash
 (``.snapshot-*.tmp``) are invisible to readers and removed by the next write.
@@ -39,6 +45,7 @@ from typing import Any, TypeVar
 
 from streambayes.errors import CorruptSnapshot, SnapshotError
 from streambayes.snapshot.fileformat import pack, read_header, unpack
+from streambayes.snapshot.payload import ReadLimits
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -67,6 +74,7 @@ class Snapshot:
     info: SnapshotInfo
     header: Mapping[str, Any]
     state: Any
+    learner: Any = None  # what ``build`` made of ``state``, when a build was asked for
 
     @property
     def id(self) -> str:
@@ -95,8 +103,11 @@ class Snapshot:
 
 
 def summarize(header: Mapping[str, Any]) -> dict[str, Any]:
-    """A header without its ``skeleton`` (which only describes the state's layout)."""
-    return {key: value for key, value in header.items() if key != "skeleton"}
+    """A header without its ``skeleton`` and per-array ``items`` (they only describe the layout)."""
+    out = {key: value for key, value in header.items() if key != "skeleton"}
+    if isinstance(out.get("arrays"), Mapping):
+        out["arrays"] = {key: value for key, value in out["arrays"].items() if key != "items"}
+    return out
 
 
 def format_id(number: int) -> str:
@@ -117,11 +128,12 @@ def parse_id(snapshot_id: str | int) -> int:
 class BaseSnapshotStore(ABC):
     """Everything but the storage primitives, shared by the file and memory stores."""
 
-    def __init__(self, keep: int = 5, *, compress: bool = False) -> None:
+    def __init__(self, keep: int = 5, *, limits: ReadLimits | None = None, key: bytes | None = None) -> None:
         if type(keep) is not int or keep < 1:
             raise ValueError(f"keep must be an int >= 1, got {keep!r}")
         self.keep = keep
-        self.compress = compress
+        self.limits = limits or ReadLimits()
+        self.key = key
 
     def write(
         self,
@@ -140,7 +152,7 @@ class BaseSnapshotStore(ABC):
         snapshot_id = format_id(number)
         data, header = pack(
             state, snapshot_id=snapshot_id, model=model, config=config or {},
-            positions=positions, events=events, created_at=_utc_now(), compress=self.compress,
+            positions=positions, events=events, created_at=_utc_now(), key=self.key,
         )  # fmt: skip
         self._clean_temporaries()
         self._put(number, data)
@@ -153,37 +165,52 @@ class BaseSnapshotStore(ABC):
         """Ids present, oldest first, without reading them (cheap; for polling)."""
         return [format_id(number) for number in self._numbers()]
 
-    def list(self) -> list[SnapshotInfo]:
-        """All snapshots, oldest first, verified; corrupt ones have ``ok=False`` and ``error``."""
+    def list(self, build: Callable[[Any], Any] | None = None) -> list[SnapshotInfo]:
+        """All snapshots, oldest first, verified; corrupt ones have ``ok=False`` and ``error``.
+
+        With ``build``, each is also decoded and rebuilt (a state that does not rebuild is corrupt).
+        """
         infos = []
         for number in self._numbers():
             snapshot_id, path = format_id(number), self._path(number)
             try:
+                if build is not None:
+                    infos.append(self.load(number, build).info)
+                    continue
                 data = self._read(number)
                 infos.append(_info(snapshot_id, path, self._checked_header(number, data), len(data)))
             except SnapshotError as exc:
                 infos.append(SnapshotInfo(snapshot_id, path, ok=False, error=str(exc)))
         return infos
 
-    def load(self, snapshot_id: str | int) -> Snapshot:
-        """Verify, then decode one snapshot. Raises SnapshotError (CorruptSnapshot if damaged)."""
+    def load(self, snapshot_id: str | int, build: Callable[[Any], Any] | None = None) -> Snapshot:
+        """Verify, then decode one snapshot (and rebuild its learner with ``build``, if given).
+
+        Raises SnapshotError (CorruptSnapshot if damaged, or if ``build`` fails in any way).
+        """
         number = parse_id(snapshot_id)
         data = self._read(number)
-        header, state = unpack(data)
+        header, state = unpack(data, limits=self.limits, key=self.key)
         self._checked_header(number, data, header)
-        return Snapshot(_info(format_id(number), self._path(number), header, len(data)), header, state)
+        info = _info(format_id(number), self._path(number), header, len(data))
+        return Snapshot(info, header, state, _rebuild(build, state) if build is not None else None)
 
     def header(self, snapshot_id: str | int) -> dict[str, Any]:
         """The verified header of one snapshot, without decoding its arrays."""
         number = parse_id(snapshot_id)
         return self._checked_header(number, self._read(number))
 
-    def latest(self) -> Snapshot | None:
-        """The newest snapshot that verifies; None when the store is empty."""
-        return self._newest_good(self.load)
+    def latest(self, build: Callable[[Any], Any] | None = None) -> Snapshot | None:
+        """The newest snapshot that verifies (and whose state ``build`` rebuilds, as its
+        ``learner``); None when the store is empty."""
+        return self._newest_good(lambda number: self.load(number, build))
 
-    def latest_header(self) -> dict[str, Any] | None:
-        """The newest verifying snapshot's header (arrays not decoded); None when empty."""
+    def latest_header(self, build: Callable[[Any], Any] | None = None) -> dict[str, Any] | None:
+        """The newest verifying snapshot's header; None when empty. Without ``build`` the arrays
+        are checked but not decoded; with it, the header of :meth:`latest` ``(build)``."""
+        if build is not None:
+            snap = self.latest(build)
+            return None if snap is None else dict(snap.header)
         return self._newest_good(self.header)
 
     def _newest_good(self, read: Callable[[int], _T]) -> _T | None:
@@ -200,7 +227,7 @@ class BaseSnapshotStore(ABC):
         return None
 
     def _checked_header(self, number: int, data: bytes, header: dict | None = None) -> dict:
-        header = read_header(data) if header is None else header
+        header = read_header(data, limits=self.limits, key=self.key) if header is None else header
         if header["id"] != format_id(number):
             raise CorruptSnapshot(f"stored as {format_id(number)} but its header says {header['id']!r}")
         return header
@@ -231,8 +258,9 @@ class BaseSnapshotStore(ABC):
 class SnapshotStore(BaseSnapshotStore):
     """Snapshots as files ``DIR/snapshot-000042.sbs`` (DIR is created on first write)."""
 
-    def __init__(self, directory: str | os.PathLike[str], keep: int = 5, *, compress: bool = False):
-        super().__init__(keep, compress=compress)
+    def __init__(self, directory: str | os.PathLike[str], keep: int = 5, *,
+                 limits: ReadLimits | None = None, key: bytes | None = None):
+        super().__init__(keep, limits=limits, key=key)
         self.directory = Path(directory)
 
     def __repr__(self) -> str:
@@ -253,6 +281,7 @@ class SnapshotStore(BaseSnapshotStore):
     def _read(self, number: int) -> bytes:
         path = self._path(number)
         try:
+            _check_size(path, self.limits)
             return path.read_bytes()
         except FileNotFoundError:
             raise SnapshotError(f"no snapshot {format_id(number)} in {self.directory}") from None
@@ -296,8 +325,8 @@ class MemorySnapshotStore(BaseSnapshotStore):
     ``blobs`` maps id -> the exact bytes a file would hold, so tests can damage one.
     """
 
-    def __init__(self, keep: int = 5, *, compress: bool = False):
-        super().__init__(keep, compress=compress)
+    def __init__(self, keep: int = 5, *, limits: ReadLimits | None = None, key: bytes | None = None):
+        super().__init__(keep, limits=limits, key=key)
         self.blobs: dict[str, bytes] = {}
         self._lock = threading.Lock()
 
@@ -324,23 +353,46 @@ class MemorySnapshotStore(BaseSnapshotStore):
             self.blobs.pop(format_id(number), None)
 
 
-def load_snapshot_file(path: str | os.PathLike[str]) -> Snapshot:
+def load_snapshot_file(
+    path: str | os.PathLike[str], *, limits: ReadLimits | None = None, key: bytes | None = None
+) -> Snapshot:
     """Verify and decode one snapshot file wherever it lies (its name is not checked)."""
-    data = _read_path(Path(path))
-    header, state = unpack(data)
+    limits = limits or ReadLimits()
+    data = _read_path(Path(path), limits)
+    header, state = unpack(data, limits=limits, key=key)
     return Snapshot(_info(header["id"], Path(path), header, len(data)), header, state)
 
 
-def read_snapshot_header(path: str | os.PathLike[str]) -> dict[str, Any]:
+def read_snapshot_header(
+    path: str | os.PathLike[str], *, limits: ReadLimits | None = None, key: bytes | None = None
+) -> dict[str, Any]:
     """The verified header of one snapshot file, without decoding its arrays."""
-    return read_header(_read_path(Path(path)))
+    limits = limits or ReadLimits()
+    return read_header(_read_path(Path(path), limits), limits=limits, key=key)
 
 
-def _read_path(path: Path) -> bytes:
+def _read_path(path: Path, limits: ReadLimits) -> bytes:
     try:
+        _check_size(path, limits)
         return path.read_bytes()
     except OSError as exc:
         raise SnapshotError(f"cannot read snapshot file {path}: {exc}") from exc
+
+
+def _check_size(path: Path, limits: ReadLimits) -> None:
+    """Refuse a file over ``max_bytes`` before reading it (OSError if it cannot be stat'ed)."""
+    size = path.stat().st_size
+    if size > limits.max_bytes:
+        raise CorruptSnapshot(f"{path.name} is {size} bytes, over the limit of {limits.max_bytes} "
+                              "(STREAMBAYES_SNAPSHOT_MAX_BYTES)")
+
+
+def _rebuild(build: Callable[[Any], Any], state: Any) -> Any:
+    """``build(state)``; any failure (a bad state is still a bad snapshot) is a CorruptSnapshot."""
+    try:
+        return build(state)
+    except Exception as exc:  # KeyError, ValueError, TypeError, MemoryError, ModelError...
+        raise CorruptSnapshot(f"its state does not rebuild a model: {type(exc).__name__}: {exc}") from exc
 
 
 def _info(snapshot_id: str, path: Path | None, header: Mapping[str, Any], size: int) -> SnapshotInfo:

@@ -25,9 +25,9 @@ from streambayes.snapshot import (
     SnapshotStore,
     decode_state,
     encode_state,
-    fileformat,
     load_snapshot_file,
     pack,
+    payload,
     read_snapshot_header,
     summarize,
     unpack,
@@ -96,6 +96,14 @@ def write(store, n: int = 1, **overrides):
     return store.write({"counts": np.full(3, n), "n": n}, **kwargs)
 
 
+def put_blob(store, snapshot_id: str, data: bytes) -> None:
+    if isinstance(store, MemorySnapshotStore):
+        store.blobs[snapshot_id] = data
+    else:
+        store.directory.mkdir(exist_ok=True)
+        store._path(int(snapshot_id)).write_bytes(data)
+
+
 def damage(store, snapshot_id: str, change: Callable[[bytes], bytes]) -> None:
     if isinstance(store, MemorySnapshotStore):
         store.blobs[snapshot_id] = change(store.blobs[snapshot_id])
@@ -125,12 +133,33 @@ def test_round_trip_nested_state(store_factory):
     assert_same(store.load("000001").state, state)
 
 
-def test_round_trip_compressed(store_factory):
-    store = store_factory(compress=True)
-    state = {"big": np.zeros((200, 50)), "meta": ["x"]}
-    info = store.write(state, model="gnb", positions={}, events=1)
-    assert info.size < 200 * 50 * 8 // 10
+def test_dtypes_safetensors_lacks_round_trip_as_bytes_with_their_dtype_in_the_header(store_factory):
+    store = store_factory()
+    state = {"words": np.array(["a", "größe"]), "raw": np.array([b"x", b"yz"]),
+             "when": np.array([1, 2], "M8[s]"), "z": np.array([1 + 2j], np.complex128),
+             "big": np.array([[1, 2], [3, 4]], ">i4").T, "flags": np.array([True])}
+    store.write(state, model="nb", positions={}, events=1)
     assert_same(store.latest().state, state)
+    items = store.header("000001")["arrays"]["items"]
+    assert [items[f"a{i}"]["dtype"] for i in range(6)] == ["<U5", "|S2", "<M8[s]", "<c16", ">i4", "|b1"]
+    with pytest.raises(SnapshotError, match="cannot be stored"):
+        store.write({"v": np.zeros(2, [("x", "<i4")])}, model="nb", positions={}, events=1)
+
+
+def test_format_1_snapshots_still_load_compressed_or_not(store_factory):
+    """Old (npz) snapshots on users' disks: read, also deflated, with the same checks."""
+    store = store_factory()
+    state = {"big": np.zeros((200, 50)), "meta": ["x"], "scalar": np.array(2.5)}
+    write(store, 1)  # a format-2 snapshot, then two format-1 ones as older builds wrote them
+    for number, compress in ((2, False), (3, True)):
+        data, _ = pack(state, snapshot_id=f"00000{number}", model="gnb", config={}, positions={},
+                       events=1, created_at="2026-01-01T00:00:00.000Z", version=1, compress=compress)
+        assert data.startswith(b"STREAMBAYES-SNAPSHOT 1 ")
+        assert (len(data) < 200 * 50 * 8 // 10) == compress
+        put_blob(store, f"00000{number}", data)
+    assert_same(store.latest().state, state)
+    assert_same(store.load("000002").state, state)
+    assert [info.ok for info in store.list()] == [True, True, True]
 
 
 def test_marker_like_keys_are_escaped_not_confused():
@@ -194,6 +223,8 @@ def test_header_holds_positions_events_model_config(store_factory):
     assert store.latest_header() == header
     summary = summarize(header)
     assert "skeleton" not in summary and summary["checksum"] == header["checksum"]
+    assert summary["arrays"] == {"count": 1, "bytes": header["arrays"]["bytes"], "format": "safetensors"}
+    assert header["arrays"]["items"] == {"a0": {"dtype": "<f8", "shape": [2], "nbytes": 16}}
     json.dumps(summary, allow_nan=False)
 
 
@@ -319,7 +350,7 @@ def test_unknown_format_version_is_skipped(store_factory):
     store = store_factory()
     write(store, 1)
     write(store, 2)
-    damage(store, "000002", lambda d: d.replace(b"SNAPSHOT 1 ", b"SNAPSHOT 7 ", 1))
+    damage(store, "000002", lambda d: d.replace(b"SNAPSHOT 2 ", b"SNAPSHOT 7 ", 1))
     with pytest.raises(SnapshotError, match="unsupported snapshot format version 7"):
         store.load("000002")
     assert store.latest().id == "000001"
@@ -397,8 +428,8 @@ def test_pickled_object_array_is_refused_without_running_it(store_factory, tmp_p
 
 def test_np_load_refuses_pickle_even_if_the_dtype_check_is_bypassed(tmp_path, monkeypatch):
     marker = tmp_path / "pwned"
-    monkeypatch.setattr(fileformat, "_check_archive", lambda archive, names: None)
-    with pytest.raises(CorruptSnapshot, match="cannot load arrays"):
+    monkeypatch.setattr(payload, "_checked_members", lambda zf, names, limits: zf.infolist())
+    with pytest.raises(CorruptSnapshot, match="Object arrays cannot be loaded"):
         unpack(_crafted_snapshot(marker))
     assert not marker.exists()
 
