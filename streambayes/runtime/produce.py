@@ -17,6 +17,7 @@ from pathlib import Path
 from streambayes.config import Settings
 from streambayes.runtime.decode import Decoder
 from streambayes.runtime.events import DeadLetter
+from streambayes.runtime.limits import RecordLimits
 from streambayes.runtime.sources import FileSource, Format, Record
 from streambayes.runtime.uri import KafkaURI, parse_uri
 
@@ -64,7 +65,8 @@ def produce_file(job: ProduceJob, settings: Settings, stop: threading.Event | No
     sent = 0
     with FileSource(job.path, job.format) as source:
         decoder = Decoder(source.format, label_field=job.label_field, text_field=job.text_field,
-                          key_field=job.key_field, header=source.header, require_label=False)
+                          key_field=job.key_field, header=source.header, require_label=False,
+                          limits=RecordLimits.from_settings(settings))
         sink, topic = open_sink(target, settings, stop=stop)
         try:
             while job.limit is None or sent < job.limit:

@@ -28,6 +28,7 @@ from streambayes.errors import FeatureError, ModelError, NetworkError, UsageErro
 from streambayes.evaluate.prequential import KEY, Learner, Prequential
 from streambayes.runtime.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.events import DeadLetter
+from streambayes.runtime.limits import RecordLimits
 from streambayes.runtime.sinks import FileSink, Sink
 from streambayes.runtime.sources import FileSource, Format, Source
 
@@ -242,11 +243,13 @@ def replay_file(job: FileReplay, console: Console | None = None,
         build_models(job.models, job.network, job.label_field)
     if job.limit is not None and job.limit < 0:
         raise UsageError(f"--limit must be >= 0, got {job.limit}")
-    with _open(job, settings or Settings()) as source:
+    settings = settings or Settings()
+    with _open(job, settings) as source:
         fmt, header = (source.format, source.header) if isinstance(source, FileSource) else \
             (job.format or "jsonl", None)
         decoder = Decoder(fmt, label_field=job.label_field, text_field=job.text_field,
-                          key_field=job.key_field, header=header)
+                          key_field=job.key_field, header=header,
+                          limits=RecordLimits.from_settings(settings))
         dl_path = job.dead_letter or (job.report / "dead_letters.jsonl" if job.report
                                       else Path(DEFAULT_DEAD_LETTER_FILE))
         with FileSink(dl_path, mode="w") as sink, _progress(source, progress) as tick:
