@@ -197,7 +197,8 @@ def replay(
             raise UsageError(f"--loss: {exc}") from None
         for rej in rejected:
             bad = good[rej.index] if base is None else by_position[rej.index]
-            _send(dead_letters, result, dead_letter(bad.record, "bad_feature", rej.error))
+            reason = "model_error" if rej.reason == "model_error" else "bad_feature"
+            _send(dead_letters, result, dead_letter(bad.record, reason, rej.error))
         if base is not None:  # keep only events whose labels may still be learned
             oldest = result.run.position - result.run.pending - batch_size
             for position in [p for p in by_position if p < oldest]:
