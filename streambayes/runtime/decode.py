@@ -158,11 +158,14 @@ class Decoder:
         :meth:`decode`; an event past a field-level limit is decoded again alone. So the results
         are exactly those of ``decode``, one per record, and nothing raises.
         """
-        if not self._plain_json or len(records) < 2 or \
-                any(self.limits.check_raw(r.value, "jsonl") for r in records):
+        if not self._plain_json or len(records) < 2:
+            return [self.decode(r) for r in records]
+        values = [r.value for r in records]
+        joined = b"[" + b",".join(values) + b"]"
+        if not self.limits.surely_raw_ok(values, joined):
             return [self.decode(r) for r in records]
         try:
-            events = _EVENT_BATCH.validate_json(b"[" + b",".join(r.value for r in records) + b"]")
+            events = _EVENT_BATCH.validate_json(joined)
         except Exception:  # noqa: BLE001 (ValidationError, MemoryError...: record by record)
             return [self.decode(r) for r in records]
         if len(events) != len(records):  # a record such as '{...},{...}' spans two items
@@ -170,9 +173,8 @@ class Decoder:
         out: list[Decoded | DeadLetter] = []
         for record, event in zip(records, events, strict=True):
             label = event.label if event.label and event.label.strip() else None
-            if (label is None and self.require_label) or self.limits.check_fields(
-                    {"id": event.id, "key": event.key, "label": event.label, "text": event.text,
-                     "features": event.features, "weight": event.weight}):
+            if (label is None and self.require_label) or \
+                    not self.limits.check_event(event, len(record.value)):
                 out.append(self.decode(record))
             else:
                 out.append(Decoded(record, event, event.to_x(), label, event.weight))
@@ -197,7 +199,7 @@ class Decoder:
         except UnicodeDecodeError as exc:
             return dead_letter(record, "undecodable", f"not valid UTF-8: {exc}")
         fields = self._fields(text, record)
-        error = self.limits.check_fields(fields)
+        error = self.limits.check_fields(fields, len(record.value))
         if error:
             raise Rejected("limit", error)
         event = _validate(fields)

@@ -19,9 +19,10 @@ True
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -33,6 +34,7 @@ from streambayes.features.batch import MAX_ABS_VALUE
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)  # a JSON string literal, escapes and all
 _OPEN, _CLOSE = np.frombuffer(b"[{", np.uint8), np.frombuffer(b"]}", np.uint8)
 _STRING_FIELDS = ("id", "key", "label")
+_DIGITS = bytes(0x31 if 0x30 <= c <= 0x39 else 0x30 for c in range(256))  # digit → "1", else "0"
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ class RecordLimits:
         if fmt != "jsonl":
             return None  # TSV has no numbers; CSV cells are checked one by one
         deep = value.count(b"[") + value.count(b"{") > self.max_json_depth
-        long_number = re.search(rb"\d{%d}" % (self.max_number_digits + 1), value) is not None
+        long_number = _has_digit_run(value, self.max_number_digits + 1)
         if not deep and not long_number:
             return None
         skeleton = _STRING.sub(b'""', value)  # brackets and digits inside strings do not count
@@ -107,18 +109,60 @@ class RecordLimits:
                         f"of {digits} digits")
         return None
 
+    def surely_raw_ok(self, values: Sequence[bytes], joined: bytes) -> bool:
+        """True when no JSON record of ``values`` (``joined`` is them all, comma-separated) can be
+        past a byte-level limit: a quick test for a whole batch; False means "check one by one"."""
+        depth, size = self.max_json_depth, self.max_record_bytes
+        if any(len(v) > size or v.count(b"[") + v.count(b"{") > depth for v in values):
+            return False
+        return not _has_digit_run(joined, self.max_number_digits + 1)
+
+    def check_event(self, event: Any, n_bytes: int) -> bool:
+        """True when a validated event (of ``n_bytes`` of JSON) passes every field-level limit:
+        the quick test of :meth:`check_fields` (no string can have more characters than bytes)."""
+        if event.weight > self.max_weight:
+            return False
+        features = event.features
+        if len(features) > self.max_features:
+            return False
+        bound = self.max_abs_number
+        for value in features.values():
+            if (value.__class__ is float or value.__class__ is int) and abs(value) > bound:
+                return False
+        if n_bytes <= self.max_string_chars and n_bytes <= self.max_text_chars:
+            return True
+        return self.check_fields({"id": event.id, "key": event.key, "label": event.label,
+                                  "text": event.text, "features": features}, n_bytes) is None
+
     def check_cell(self, name: str, cell: str) -> str | None:
         """A CSV cell of ``name``: at most ``max_number_digits`` digits in a row, and short."""
         if len(cell) > self.max_string_chars:
             return (f"max_string_chars is {self.max_string_chars}: column {name!r} has "
                     f"{len(cell)} characters")
-        if re.search(rf"\d{{{self.max_number_digits + 1}}}", cell):
+        if _has_digit_run(cell.encode("utf-8", "surrogatepass"), self.max_number_digits + 1):
             return (f"max_number_digits is {self.max_number_digits}: column {name!r} has a number "
                     f"of more digits")
         return None
 
-    def check_fields(self, fields: Mapping[str, Any]) -> str | None:
-        """The first field-level limit the parsed event ``fields`` pass, else ``None``."""
+    def check_fields(self, fields: Mapping[str, Any], n_bytes: int | None = None) -> str | None:
+        """The first field-level limit the parsed event ``fields`` pass, else ``None``.
+
+        ``n_bytes``, the size of the record they came from, skips the string lengths when no
+        string can be that long (a character takes at least one byte)."""
+        short = n_bytes is not None and n_bytes <= min(self.max_string_chars, self.max_text_chars)
+        if not short:
+            error = self._check_strings(fields)
+            if error:
+                return error
+        weight = fields.get("weight")
+        if _is_number(weight) and math.isfinite(weight) and weight > self.max_weight:
+            return f"max_weight is {self.max_weight:g}: the event has weight {weight:g}"
+        features = fields.get("features")
+        if isinstance(features, Mapping):
+            return self._check_features(features, short)
+        return None
+
+    def _check_strings(self, fields: Mapping[str, Any]) -> str | None:
         text = fields.get("text")
         if isinstance(text, str) and len(text) > self.max_text_chars:
             return f"max_text_chars is {self.max_text_chars}: the text has {len(text)} characters"
@@ -127,24 +171,17 @@ class RecordLimits:
             if isinstance(value, str) and len(value) > self.max_string_chars:
                 return (f"max_string_chars is {self.max_string_chars}: the {name} has "
                         f"{len(value)} characters")
-        weight = fields.get("weight")
-        if _is_number(weight) and math.isfinite(weight) and weight > self.max_weight:
-            return f"max_weight is {self.max_weight:g}: the event has weight {weight:g}"
-        features = fields.get("features")
-        if isinstance(features, Mapping):
-            return self._check_features(features)
         return None
 
-    def _check_features(self, features: Mapping[str, Any]) -> str | None:
+    def _check_features(self, features: Mapping[str, Any], short: bool) -> str | None:
         if len(features) > self.max_features:
             return f"max_features is {self.max_features}: the event has {len(features)} features"
+        most = self.max_string_chars
         for name, value in features.items():
-            if isinstance(name, str) and len(name) > self.max_string_chars:
-                return (f"max_string_chars is {self.max_string_chars}: a feature name has "
-                        f"{len(name)} characters")
-            if isinstance(value, str) and len(value) > self.max_string_chars:
-                return (f"max_string_chars is {self.max_string_chars}: feature {name!r} has "
-                        f"{len(value)} characters")
+            if not short and isinstance(name, str) and len(name) > most:
+                return f"max_string_chars is {most}: a feature name has {len(name)} characters"
+            if not short and isinstance(value, str) and len(value) > most:
+                return f"max_string_chars is {most}: feature {name!r} has {len(value)} characters"
             if _is_number(value) and abs(value) > self.max_abs_number:  # NaN compares False
                 return (f"max_abs_number is {self.max_abs_number:g}: feature {name!r} has a number "
                         f"of magnitude {_magnitude(value)}")
@@ -162,6 +199,20 @@ def json_depth(data: bytes) -> int:
         return 0
     step = np.isin(raw, _OPEN).astype(np.int32) - np.isin(raw, _CLOSE)
     return max(0, int(np.cumsum(step).max()))
+
+
+def _has_digit_run(data: bytes, n: int) -> bool:
+    """Whether ``data`` holds ``n`` ASCII digits in a row (one C-speed pass: translate, then find).
+
+    >>> _has_digit_run(b"a 1234 b", 4), _has_digit_run(b"a 123 4", 4)
+    (True, False)
+    """
+    return _ones(n) in data.translate(_DIGITS)
+
+
+@functools.lru_cache(maxsize=8)
+def _ones(n: int) -> bytes:
+    return b"1" * n
 
 
 def _is_number(value: Any) -> bool:
