@@ -128,7 +128,7 @@ class RecordLimits:
         bound = self.max_abs_number
         for value in features.values():
             if (value.__class__ is float or value.__class__ is int) and abs(value) > bound:
-                return False
+                return False  # (an inf never gets here: the event schema refuses it)
         if n_bytes <= self.max_string_chars and n_bytes <= self.max_text_chars:
             return True
         return self.check_fields({"id": event.id, "key": event.key, "label": event.label,
@@ -182,7 +182,8 @@ class RecordLimits:
                 return f"max_string_chars is {most}: a feature name has {len(name)} characters"
             if not short and isinstance(value, str) and len(value) > most:
                 return f"max_string_chars is {most}: feature {name!r} has {len(value)} characters"
-            if _is_number(value) and abs(value) > self.max_abs_number:  # NaN compares False
+            if _is_number(value) and abs(value) > self.max_abs_number and \
+                    not (isinstance(value, float) and math.isinf(value)):  # inf, nan: bad_feature
                 return (f"max_abs_number is {self.max_abs_number:g}: feature {name!r} has a number "
                         f"of magnitude {_magnitude(value)}")
         return None

@@ -172,6 +172,14 @@ def test_a_model_error_of_one_event_in_replay_is_its_dead_letter():
     assert letter["source"]["offset"] == 7 and "ZeroDivisionError: boom" in letter["error"]
 
 
+def test_an_infinite_feature_stays_a_bad_feature_not_a_limit():
+    from streambayes.runtime.sources import Record
+
+    for literal in (b"Infinity", b"-1e999"):
+        value = b'{"id": "a", "label": "x", "text": "t", "features": {"x": ' + literal + b"}}"
+        assert Decoder("jsonl").decode(Record(value, None, "t", 0, 0)).reason == "bad_feature"
+
+
 @pytest.mark.parametrize("value", [10**400, 1e308, -1e101, math.inf, math.nan])
 def test_the_featurizer_refuses_numbers_that_break_the_statistics(value):
     with pytest.raises(FeatureError, match="field 'n'"):
