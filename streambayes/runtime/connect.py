@@ -58,7 +58,7 @@ def open_source(
     if isinstance(target, Path):
         if partitions is not None:
             raise UsageError("--partitions applies to Kafka sources only (a file has one partition)")
-        return FileSource(target, fmt, follow=follow)
+        return FileSource(target, fmt, follow=follow, max_line_bytes=settings.max_record_bytes)
     module = backend(settings)
     options = module.client_options(settings.kafka_security(), settings.kafka_options)
     group = settings.kafka_group or DEFAULT_GROUPS[role]

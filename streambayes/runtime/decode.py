@@ -191,7 +191,7 @@ class Decoder:
                                f"cannot decode the record: {type(exc).__name__}: {exc}")
 
     def _decode(self, record: Record) -> Decoded | DeadLetter:
-        error = self.limits.check_raw(record.value, self.format)
+        error = self.limits.check_raw(record.value, self.format, record.size)
         if error:
             raise Rejected("limit", error)
         try:

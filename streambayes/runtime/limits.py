@@ -87,8 +87,12 @@ class RecordLimits:
         """The limits a :class:`~streambayes.config.Settings` holds (same names)."""
         return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)})
 
-    def check_raw(self, value: bytes, fmt: str) -> str | None:
-        """The first byte-level limit ``value`` passes (size; for JSON, depth and digits)."""
+    def check_raw(self, value: bytes, fmt: str, size: int | None = None) -> str | None:
+        """The first byte-level limit ``value`` passes (size; for JSON, depth and digits);
+        ``size`` is the record's full size when ``value`` is only its head."""
+        if size is not None and size > len(value):
+            return (f"max_record_bytes is {self.max_record_bytes}: the record has {size} bytes "
+                    f"(only its first {len(value)} were read)")
         if len(value) > self.max_record_bytes:
             return f"max_record_bytes is {self.max_record_bytes}: the record has {len(value)} bytes"
         if fmt != "jsonl":

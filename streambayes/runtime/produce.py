@@ -63,7 +63,7 @@ def produce_file(job: ProduceJob, settings: Settings, stop: threading.Event | No
         options = module.client_options(settings.kafka_security(), settings.kafka_options)
         module.create_topic(target.bootstrap, target.topic, job.partitions, options=options)
     sent = 0
-    with FileSource(job.path, job.format) as source:
+    with FileSource(job.path, job.format, max_line_bytes=settings.max_record_bytes) as source:
         decoder = Decoder(source.format, label_field=job.label_field, text_field=job.text_field,
                           key_field=job.key_field, header=source.header, require_label=False,
                           limits=RecordLimits.from_settings(settings))

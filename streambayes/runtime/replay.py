@@ -273,7 +273,7 @@ def _open(job: FileReplay, settings: Settings) -> Iterator[Source]:
 
     target = parse_uri(str(job.path)) if isinstance(job.path, str) else job.path
     if not isinstance(target, KafkaURI):
-        with FileSource(target, job.format) as source:
+        with FileSource(target, job.format, max_line_bytes=settings.max_record_bytes) as source:
             yield source
         return
     if job.format == "csv":

@@ -206,3 +206,49 @@ def test_limits_come_from_the_settings(monkeypatch):
     assert (limits.max_weight, limits.max_json_depth, limits.max_features) == (5.0, 4, 1000)
     monkeypatch.setenv("STREAMBAYES_MAX_ABS_NUMBER", "1e200")
     assert main(["replay", "nonexistent.jsonl"]) == 2
+
+
+def test_a_file_source_never_holds_an_over_long_line(tmp_path):
+    from streambayes.runtime.sources import FileSource
+
+    lines = [b'{"id": "a", "label": "x", "text": "one"}', b'{"id": "b", "text": "' + b"w " * 50_000
+             + b'"}', b'{"id": "c", "label": "y", "text": "three"}']
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with FileSource(path, max_line_bytes=1000) as source:
+        records = source.poll(10)
+        assert [len(r.value) for r in records] == [len(lines[0]), 1001, len(lines[2])]
+        assert [r.size for r in records] == [None, len(lines[1]), None]
+        assert [(r.offset, r.line) for r in records] == [(0, 1), (1, 2), (2, 3)]
+        assert source.bytes_read == path.stat().st_size
+        source.seek({str(path): {"0": 2}})
+        assert source.poll(10)[0].value == lines[2]
+    decoder = Decoder("jsonl", limits=RecordLimits(max_record_bytes=1000))
+    letters = decoder.decode_many(records)
+    assert [getattr(d, "reason", "ok") for d in letters] == ["ok", "limit", "ok"]
+    assert letters[1].error == ("max_record_bytes is 1000: the record has 100023 bytes (only its "
+                                "first 1001 were read)")
+
+
+def test_an_over_long_line_being_written_is_waited_for_when_following(tmp_path):
+    from streambayes.runtime.sources import FileSource
+
+    path = tmp_path / "follow.jsonl"
+    path.write_bytes(b'{"id": "a"}\n' + b"x" * 5000)
+    with FileSource(path, follow=True, max_line_bytes=100) as source:
+        assert [r.value for r in source.poll(10)] == [b'{"id": "a"}']
+        with path.open("ab") as out:
+            out.write(b"y" * 5000 + b"\n" + b'{"id": "c"}\n')
+        records = source.poll(10)
+        assert [(len(r.value), r.size, r.line) for r in records] == [(101, 10000, 2), (11, None, 3)]
+
+
+def test_the_cli_replays_a_file_with_a_line_past_the_record_size(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("STREAMBAYES_MAX_RECORD_BYTES", "2000")
+    path = mixed(tmp_path, ['{"id": "big", "label": "spam", "text": "' + "z" * 200_000 + '"}'],
+                 n_good=50, every=100)
+    dl = tmp_path / "dl.jsonl"
+    assert main(["replay", str(path), "--dead-letter", str(dl)]) == 0
+    (letter,) = [json.loads(line) for line in dl.read_text().splitlines()]
+    assert letter["reason"] == "limit" and "the record has 200042 bytes" in letter["error"]
+    assert len(letter["payload"]) == 2001
