@@ -143,7 +143,8 @@ class RecordLimits:
         if len(cell) > self.max_string_chars:
             return (f"max_string_chars is {self.max_string_chars}: column {name!r} has "
                     f"{len(cell)} characters")
-        if _has_digit_run(cell.encode("utf-8", "surrogatepass"), self.max_number_digits + 1):
+        if len(cell) > self.max_number_digits and \
+                _has_digit_run(cell.encode("utf-8", "surrogatepass"), self.max_number_digits + 1):
             return (f"max_number_digits is {self.max_number_digits}: column {name!r} has a number "
                     f"of more digits")
         return None
