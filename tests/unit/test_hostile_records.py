@@ -172,15 +172,38 @@ def test_a_model_error_of_one_event_in_replay_is_its_dead_letter():
     assert letter["source"]["offset"] == 7 and "ZeroDivisionError: boom" in letter["error"]
 
 
-def test_an_infinite_feature_stays_a_bad_feature_not_a_limit():
+KINDS = [  # (record, reason): what each kind of hostile record becomes
+    (b'{"id": "a", "label": "x", "text": "t", "features": {"x": Infinity}}', "bad_feature"),
+    (b'{"id": "a", "label": "x", "text": "t", "features": {"x": -1e999}}', "bad_feature"),
+    (b'{"id": "a", "label": "x", "text": "t", "features": {"x": NaN}}', "bad_feature"),
+    (b'{"id": "a", "label": "x", "text": "t", "features": {"x": -1.5e300}}', "limit"),
+    (b'{"id": "a", "label": "x", "text": "t", "features": {"x": 1e100}}', None),
+    (b'{"id": "a", "label": "x", "text": "t", "weight": 1000}', None),
+    (b'{"id": "a", "label": "x", "text": "t", "weight": 1000.5}', "limit"),
+    (b'{"id": "a", "label": "x", "text": "t", "weight": 0}', "invalid_event"),
+    (b'{"id": "a", "label": "x", "text": "t", "weight": NaN}', "invalid_event"),
+    (b'{"id": "a", "label": "' + b"L" * 1001 + b'", "text": "t"}', "limit"),
+    (b'{"id": "a", "label": "x", "text": "' + b"w" * 100_001 + b'"}', "limit"),
+    (b'{"id": "a", "label": "x", "features": {' + b", ".join(b'"f%d": 1' % i for i in range(1001))
+     + b"}}", "limit"),
+    (b'{"id": "a", "label": "x", "text": "t", "extra": ' + b"[" * 33 + b"]" * 33 + b"}", "limit"),
+    (b'{"id": "a", "label": "x", "text": "' + b"[" * 50 + b'"}', None),  # brackets in a string
+    (b'{"id": "a", "label": "x", "text": "' + b"9" * 500 + b'"}', None),  # digits in a string
+    (b'{"id": "a", "label": "x", "text": "t", "features": {"c": "\\ud800"}}', "bad_json"),
+    (b'[{"id": "a", "label": "x", "text": "t"}]', "invalid_event"),
+]
+
+
+def test_each_kind_of_hostile_record_gets_its_reason():
     from streambayes.runtime.sources import Record
 
-    for literal in (b"Infinity", b"-1e999"):
-        value = b'{"id": "a", "label": "x", "text": "t", "features": {"x": ' + literal + b"}}"
-        assert Decoder("jsonl").decode(Record(value, None, "t", 0, 0)).reason == "bad_feature"
+    decoder = Decoder("jsonl")
+    records = [Record(value, None, "t", 0, i) for i, (value, _) in enumerate(KINDS)]
+    for many in (decoder.decode_many(records), [decoder.decode(r) for r in records]):
+        assert [getattr(d, "reason", None) for d in many] == [reason for _, reason in KINDS]
 
 
-@pytest.mark.parametrize("value", [10**400, 1e308, -1e101, math.inf, math.nan])
+@pytest.mark.parametrize("value", [10**400, 1e308, -1e101, math.nan])
 def test_the_featurizer_refuses_numbers_that_break_the_statistics(value):
     with pytest.raises(FeatureError, match="field 'n'"):
         Featurizer().featurize([{"text": "t", "n": value}])
