@@ -275,3 +275,15 @@ def test_the_cli_replays_a_file_with_a_line_past_the_record_size(tmp_path, capsy
     (letter,) = [json.loads(line) for line in dl.read_text().splitlines()]
     assert letter["reason"] == "limit" and "the record has 200042 bytes" in letter["error"]
     assert len(letter["payload"]) == 2001
+
+
+def test_produce_sends_the_head_of_an_over_long_line_and_says_so(tmp_path, caplog, monkeypatch):
+    monkeypatch.setenv("STREAMBAYES_MAX_RECORD_BYTES", "100")
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"id": "a", "label": "x", "text": "short"}\n{"id": "b", "text": "'
+                      + "z" * 500 + '"}\n', encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    with caplog.at_level("WARNING"):
+        assert main(["produce", str(source), "--to", str(out)]) == 0
+    assert [len(line) for line in out.read_bytes().splitlines()][1] == 101
+    assert "line 2 has 523 bytes, more than max_record_bytes (100)" in caplog.text
