@@ -39,6 +39,12 @@
 - ``STREAMBAYES_SNAPSHOT_MAX_BYTES`` (default 4 GiB): a snapshot file, or its arrays uncompressed,
   larger than this is refused as corrupt; ``STREAMBAYES_SNAPSHOT_MAX_RATIO`` (default 100): an old
   (npz) snapshot member inflating more than this many times (past 1 MiB) is refused as a zip bomb.
+- Per-record limits (a record past one is a dead letter with reason ``limit``; defaults and
+  meaning in :class:`streambayes.runtime.limits.RecordLimits`): ``STREAMBAYES_MAX_RECORD_BYTES``
+  (1 MiB), ``STREAMBAYES_MAX_JSON_DEPTH`` (32), ``STREAMBAYES_MAX_NUMBER_DIGITS`` (100),
+  ``STREAMBAYES_MAX_ABS_NUMBER`` (1e100, at most 1e100), ``STREAMBAYES_MAX_FEATURES`` (1000),
+  ``STREAMBAYES_MAX_TEXT_CHARS`` (100000), ``STREAMBAYES_MAX_STRING_CHARS`` (1000),
+  ``STREAMBAYES_MAX_WEIGHT`` (1000, at most 1e12).
 
 >>> Settings(offline=True, data="/tmp/data").offline
 True
@@ -111,3 +117,13 @@ class Settings(BaseSettings):
         values = {name: getattr(self, "kafka_" + name) for name in names}
         return {name: str(value) if isinstance(value, Path) else value
                 for name, value in values.items() if value is not None}
+
+    # per-record limits (streambayes.runtime.limits.RecordLimits): past one, a `limit` dead letter
+    max_record_bytes: int = Field(default=1 << 20, gt=0)
+    max_json_depth: int = Field(default=32, gt=0)
+    max_number_digits: int = Field(default=100, gt=0)
+    max_abs_number: float = Field(default=1e100, gt=0, le=1e100)
+    max_features: int = Field(default=1000, gt=0)
+    max_text_chars: int = Field(default=100_000, gt=0)
+    max_string_chars: int = Field(default=1000, gt=0)
+    max_weight: float = Field(default=1e3, gt=0, le=1e12)

@@ -21,11 +21,13 @@ it is the multi-class log loss, equal to ``LogLoss`` for two classes), ``MacroF1
   monotone map of the posterior (so the exact AUC is unchanged) that spreads naive Bayes' extreme
   posteriors over the grid instead of piling them at 0 and 1.
 - **Weights** of events weight every metric.
-- **Bad events.** If ``featurize`` or ``predict_log_proba_many`` raises :class:`FeatureError`, the
-  batch is probed event by event; the bad events are dropped for every model (all models see the
-  same stream) and returned by :meth:`Prequential.step` as :class:`Rejection` values. If
-  ``learn_many`` raises it, the batch is learned event by event and the bad ones are returned too
-  (they were already scored, and other models may have learned them).
+- **Bad events.** If ``featurize`` or ``predict_log_proba_many`` raises (a :class:`FeatureError`,
+  or any other exception of one event), the batch is probed event by event; the bad events are
+  dropped for every model (all models see the same stream) and returned by
+  :meth:`Prequential.step` as :class:`Rejection` values (reason ``bad_feature`` for a
+  :class:`FeatureError`, else ``model_error``). If ``learn_many`` raises, the batch is learned
+  event by event and the bad ones are returned too (they were already scored, and other models
+  may have learned them). An error that no single event reproduces is raised.
 
 >>> class Majority:  # a tiny learner with the streambayes protocol
 ...     def __init__(self): self.counts = {}
@@ -81,6 +83,7 @@ class Rejection:
 
     index: int
     error: str
+    reason: str = "bad_feature"  # "model_error" when the error was not a FeatureError
 
 
 @dataclass
@@ -272,7 +275,7 @@ class Prequential:
         for score in self.scores.values():
             if score.events > score.cold:
                 score.curve.add(self.events, score.accuracy.get(), score.log_loss.get())
-        return [Rejection(i, error) for i, error in sorted(rejected.items())]
+        return rejections(rejected)
 
     def _predict_all(self, xs: Sequence[dict]) -> tuple[list[int], dict, dict[int, str]]:
         keep = list(range(len(xs)))
@@ -286,7 +289,7 @@ class Prequential:
                 try:
                     X = model.featurize(sub)
                     predicted[name] = (X, list(model.classes), model.predict_log_proba_many(X))
-                except FeatureError as exc:
+                except Exception as exc:  # noqa: BLE001 (probed event by event below)
                     found = _probe(model, sub)
                     if not found:
                         raise exc
@@ -304,12 +307,12 @@ class Prequential:
         bad: dict[int, str] = {}
         try:
             model.learn_many(X, ys, ws)
-        except FeatureError:  # learn event by event to keep the good ones
+        except Exception:  # noqa: BLE001 (learn event by event to keep the good ones)
             for j, x in enumerate(xs):
                 try:
                     model.learn_many(model.featurize([x]), [ys[j]], [ws[j]])
-                except FeatureError as exc:
-                    bad[keep[j]] = str(exc)
+                except Exception as exc:  # noqa: BLE001 (this event's own error)
+                    bad[keep[j]] = describe(exc)
         self.scores[name].seconds += time.perf_counter() - start
         return bad
 
@@ -388,9 +391,29 @@ def _probe(model: Learner, xs: Sequence[dict]) -> dict[int, str]:
     for i, x in enumerate(xs):
         try:
             model.predict_log_proba_many(model.featurize([x]))
-        except FeatureError as exc:
-            bad[i] = str(exc)
+        except Exception as exc:  # noqa: BLE001 (this event's own error)
+            bad[i] = describe(exc)
     return bad
+
+
+_MODEL_ERROR = "model error: "
+
+
+def describe(exc: BaseException) -> str:
+    """A rejected event's error: a :class:`FeatureError`'s message, else marked as a model error.
+
+    >>> describe(FeatureError("field 'x': bad")), describe(OverflowError("too big"))
+    ("field 'x': bad", 'model error: OverflowError: too big')
+    """
+    if isinstance(exc, FeatureError):
+        return str(exc)
+    return f"{_MODEL_ERROR}{type(exc).__name__}: {exc}"
+
+
+def rejections(bad: Mapping[int, str]) -> list[Rejection]:
+    """:class:`Rejection` values by index, with their reason read from :func:`describe`'s text."""
+    return [Rejection(i, error, "model_error" if error.startswith(_MODEL_ERROR) else "bad_feature")
+            for i, error in sorted(bad.items())]
 
 
 def prequential(models: Mapping[str, Learner],

@@ -2,7 +2,8 @@
 
 The ``x`` convention (River's): a flat dict of feature name → value. Keys named in
 ``text_fields`` (default ``"text"``) are tokenized and hashed; other ``str``/``bool``
-values are categorical; ``int``/``float`` values are numeric; ``None`` is missing.
+values are categorical; ``int``/``float`` values are numeric; ``None`` is missing. A numeric
+value must be finite with ``|x| <= MAX_ABS_VALUE`` (1e100), else :class:`FeatureError` names the field.
 
 >>> f = Featurizer(n_features=2**10)
 >>> b = f.featurize([{"text": "Free prize", "domain": "x.biz", "n_links": 3}, {"text": "hi"}])
@@ -22,6 +23,9 @@ import numpy as np
 from streambayes.errors import FeatureError
 from streambayes.features.hashing import FeatureHasher
 from streambayes.features.text import Tokenizer
+
+MAX_ABS_VALUE = 1e100  # |x| of a numeric value: its square (1e200) times any realistic total
+#                        weight stays far below float64's 1.8e308 in the Gaussian summaries
 
 
 @dataclass(frozen=True)
@@ -126,9 +130,14 @@ def _number(key: str, value: object) -> float:
     if not isinstance(value, numbers.Real):
         raise FeatureError(
             f"field {key!r}: expected str, bool, int, float or null, got {type(value).__name__}")
-    v = float(value)
-    if math.isinf(v):
+    try:
+        v = float(value)
+    except (OverflowError, ValueError) as exc:  # an int of 309+ digits, an odd Real
+        raise FeatureError(f"field {key!r}: not a float64 number ({exc})") from None
+    if not math.isfinite(v):
         raise FeatureError(f"field {key!r}: value must be finite, got {v}")
+    if abs(v) > MAX_ABS_VALUE:
+        raise FeatureError(f"field {key!r}: |value| may be at most {MAX_ABS_VALUE:g}, got {v:g}")
     return v
 
 

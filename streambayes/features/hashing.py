@@ -22,8 +22,17 @@ _CACHE_LIMIT = 1 << 19
 
 
 def stable_hash(token: str) -> int:
-    """Unsigned 32-bit MurmurHash3 of the UTF-8 bytes of ``token``."""
-    return mmh3.hash(token, SEED, signed=False)
+    """Unsigned 32-bit MurmurHash3 of the UTF-8 bytes of ``token``.
+
+    Lone surrogates (which no UTF-8 text holds, but a Python str can) are encoded as
+    ``surrogatepass`` bytes: mmh3 would crash the process on them.
+
+    >>> stable_hash("\\ud800x") == stable_hash("\\ud800x"), stable_hash("é") == stable_hash("é")
+    (True, True)
+    """
+    if token.isascii():
+        return mmh3.hash(token, SEED, signed=False)
+    return mmh3.hash(token.encode("utf-8", "surrogatepass"), SEED, signed=False)
 
 
 class FeatureHasher:

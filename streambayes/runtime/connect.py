@@ -65,7 +65,7 @@ def open_source(
     if isinstance(target, Path):
         if partitions is not None:
             raise UsageError("--partitions applies to Kafka sources only (a file has one partition)")
-        return FileSource(target, fmt, follow=follow)
+        return FileSource(target, fmt, follow=follow, max_line_bytes=settings.max_record_bytes)
     module = backend(settings)
     options = client_options(settings, "consumer")
     group = settings.kafka_group or DEFAULT_GROUPS[role]

@@ -11,7 +11,14 @@ position: ``"<file stem>-<offset>"`` in a file (offset = record number from 0), 
 
 Dead-letter reasons: ``undecodable`` (not UTF-8), ``bad_json``, ``invalid_event`` (wrong types,
 missing id, wrong field count...), ``missing_label``, ``empty_event`` (no text and no features),
-``bad_feature`` (a feature named ``text``, a nested or non-finite value).
+``bad_feature`` (a feature named ``text``, a nested or non-finite value), ``limit`` (past one of
+the :class:`~streambayes.runtime.limits.RecordLimits`: checked on the bytes before parsing, then
+on the fields before validation). No exception of one record escapes :meth:`Decoder.decode` or
+:meth:`Decoder.decode_many`: anything unexpected is that record's ``invalid_event``.
+
+JSON is parsed by ``pydantic_core.from_json`` (jiter, already under pydantic): the same parser
+as the batch fast path, so both agree on what is JSON (a lone surrogate escape is not); it never
+recurses past 200 levels nor converts integers of more than 4,300 digits.
 
 >>> from streambayes.runtime.sources import Record
 >>> d = Decoder("tsv").decode(Record(b"spam\\tWIN cash", None, "data/sms", 0, 7, line=8))
@@ -28,7 +35,6 @@ from __future__ import annotations
 import base64
 import csv
 import io
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,9 +42,11 @@ from pathlib import PurePath
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
+from pydantic_core import from_json
 
 from streambayes.errors import UsageError
 from streambayes.runtime.events import DeadLetter, DeadLetterReason, Event, SourcePosition
+from streambayes.runtime.limits import RecordLimits
 from streambayes.runtime.sources import Format, Record
 
 _INT = re.compile(r"[+-]?\d+")
@@ -46,6 +54,7 @@ _FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _FILE_SUFFIXES = frozenset({".gz", ".gzip", ".bz2", ".xz", ".zst", ".jsonl", ".json", ".ndjson",
                             ".csv", ".tsv", ".txt"})
 _OWN_REASONS = frozenset({"bad_feature", "empty_event"})
+MAX_ERROR_CHARS = 1000  # a dead letter's error message is cut to this length
 
 
 _EVENT_BATCH = TypeAdapter(list[Event])
@@ -89,13 +98,16 @@ def dead_letter(record: Record, reason: DeadLetterReason, error: str) -> DeadLet
         payload, encoding = record.value.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
         payload, encoding = base64.b64encode(record.value).decode("ascii"), "base64"
+    if len(error) > MAX_ERROR_CHARS:
+        error = error[:MAX_ERROR_CHARS] + "..."
     return DeadLetter(
         reason=reason, error=error, line=record.line, payload=payload, payload_encoding=encoding,
         source=SourcePosition(topic=record.topic, partition=record.partition, offset=record.offset))
 
 
 class Decoder:
-    """Decode records of one format; ``require_label`` makes a missing label a dead letter."""
+    """Decode records of one format; ``require_label`` makes a missing label a dead letter;
+    ``limits`` bound what one record may hold (default :class:`RecordLimits`)."""
 
     def __init__(
         self,
@@ -106,8 +118,10 @@ class Decoder:
         key_field: str | None = None,
         header: list[str] | None = None,
         require_label: bool = True,
+        limits: RecordLimits | None = None,
     ) -> None:
         self.format = fmt
+        self.limits = limits or RecordLimits()
         self.label_field = label_field
         self.text_field = text_field
         self.key_field = key_field
@@ -134,26 +148,37 @@ class Decoder:
         self._feature_columns = [
             (name, i) for name, i in self._columns.items()
             if name not in (self.label_field, self.text_field, self.key_field)]
+        if len(self._feature_columns) > self.limits.max_features:
+            raise UsageError(f"CSV has {len(self._feature_columns)} feature columns, more than "
+                             f"max_features ({self.limits.max_features}; set "
+                             "STREAMBAYES_MAX_FEATURES to allow more)")
 
     def decode_many(self, records: Sequence[Record]) -> list[Decoded | DeadLetter]:
         """``decode`` of every record; plain JSONL records are validated as one batch.
 
         Fast path: one pydantic ``validate_json`` of the whole batch as a list of :class:`Event`
-        (the same model, validators and all). If any record fails, every record of the batch is
-        decoded by :meth:`decode`, so the results are exactly those of ``decode``.
+        (the same model, validators and all). If any record is past a byte-level limit or the
+        batch fails to parse or validate in any way, every record of the batch is decoded by
+        :meth:`decode`; an event past a field-level limit is decoded again alone. So the results
+        are exactly those of ``decode``, one per record, and nothing raises.
         """
         if not self._plain_json or len(records) < 2:
             return [self.decode(r) for r in records]
+        values = [r.value for r in records]
+        joined = b"[" + b",".join(values) + b"]"
+        if not self.limits.surely_raw_ok(values, joined):
+            return [self.decode(r) for r in records]
         try:
-            events = _EVENT_BATCH.validate_json(b"[" + b",".join(r.value for r in records) + b"]")
-        except ValidationError:
+            events = _EVENT_BATCH.validate_json(joined)
+        except Exception:  # noqa: BLE001 (ValidationError, MemoryError...: record by record)
             return [self.decode(r) for r in records]
         if len(events) != len(records):  # a record such as '{...},{...}' spans two items
             return [self.decode(r) for r in records]
         out: list[Decoded | DeadLetter] = []
         for record, event in zip(records, events, strict=True):
             label = event.label if event.label and event.label.strip() else None
-            if label is None and self.require_label:
+            if (label is None and self.require_label) or \
+                    not self.limits.check_event(event, len(record.value)):
                 out.append(self.decode(record))
             else:
                 event = _with_id(event, record)
@@ -161,19 +186,31 @@ class Decoder:
         return out
 
     def decode(self, record: Record) -> Decoded | DeadLetter:
-        """The decoded event, or the dead letter that records why it is not one."""
+        """The decoded event, or the dead letter that records why it is not one (never raises)."""
+        try:
+            return self._decode(record)
+        except Rejected as rej:
+            return dead_letter(record, rej.reason, rej.error)
+        except Exception as exc:  # noqa: BLE001 (RecursionError, MemoryError...: this record only)
+            return dead_letter(record, "invalid_event",
+                               f"cannot decode the record: {type(exc).__name__}: {exc}")
+
+    def _decode(self, record: Record) -> Decoded | DeadLetter:
+        error = self.limits.check_raw(record.value, self.format, record.size)
+        if error:
+            raise Rejected("limit", error)
         try:
             text = record.value.decode("utf-8")
         except UnicodeDecodeError as exc:
             return dead_letter(record, "undecodable", f"not valid UTF-8: {exc}")
-        try:
-            fields = self._fields(text, record)
-            event = _with_id(_validate(fields), record)
-            label = event.label if event.label and event.label.strip() else None
-            if label is None and self.require_label:
-                raise Rejected("missing_label", f"event {event.id!r} has no label")
-        except Rejected as rej:
-            return dead_letter(record, rej.reason, rej.error)
+        fields = self._fields(text, record)
+        error = self.limits.check_fields(fields, len(record.value))
+        if error:
+            raise Rejected("limit", error)
+        event = _with_id(_validate(fields), record)
+        label = event.label if event.label and event.label.strip() else None
+        if label is None and self.require_label:
+            raise Rejected("missing_label", f"event {event.id!r} has no label")
         return Decoded(record, event, event.to_x(), label, event.weight)
 
     def _fields(self, text: str, record: Record) -> dict[str, Any]:
@@ -185,8 +222,8 @@ class Decoder:
 
     def _json_fields(self, text: str) -> dict[str, Any]:
         try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
+            obj = from_json(text)
+        except ValueError as exc:
             raise Rejected("bad_json", f"invalid JSON: {exc}") from None
         if not isinstance(obj, dict):
             raise Rejected("invalid_event", f"expected a JSON object, got {type(obj).__name__}")
@@ -204,6 +241,10 @@ class Decoder:
         if len(row) != len(self.header):
             raise Rejected("invalid_event",
                            f"expected {len(self.header)} fields as in the header, got {len(row)}")
+        for name, i in self._feature_columns:
+            error = self.limits.check_cell(name, row[i])
+            if error:
+                raise Rejected("limit", error)
         fields: dict[str, Any] = {
             "id": event_id,
             "features": {name: parse_cell(row[i]) for name, i in self._feature_columns},

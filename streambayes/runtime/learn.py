@@ -31,6 +31,7 @@ from streambayes.config import Settings
 from streambayes.errors import BrokerError, FeatureError, UsageError
 from streambayes.runtime.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.events import DeadLetter
+from streambayes.runtime.limits import RecordLimits
 from streambayes.runtime.shards import store_options
 from streambayes.runtime.sinks import Sink
 from streambayes.runtime.sources import FileSource, Format, Positions, Source
@@ -337,7 +338,7 @@ def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = 
                          fmt=job.format, stop=stop, follow=job.follow)
     dead = open_sink(job.dead_letter, settings, stop=stop) if job.dead_letter else None
     try:
-        decoder = _decoder(source, job)
+        decoder = _decoder(source, job, limits=RecordLimits.from_settings(settings))
         store = SnapshotStore(job.snapshots, keep=job.keep, **store_options(settings))
         name = job.model
 
@@ -363,8 +364,10 @@ def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = 
             dead[0].close()
 
 
-def _decoder(source: Source, job: LearnJob | Any, require_label: bool = True) -> Decoder:
-    """The decoder for a source: a file's own format and header, else ``job.format`` (jsonl)."""
+def _decoder(source: Source, job: LearnJob | Any, require_label: bool = True,
+             limits: RecordLimits | None = None) -> Decoder:
+    """The decoder for a source: a file's own format and header, else ``job.format`` (jsonl);
+    ``limits`` per record (default :class:`RecordLimits`)."""
     if isinstance(source, FileSource):
         fmt, header = source.format, source.header
     else:
@@ -372,4 +375,5 @@ def _decoder(source: Source, job: LearnJob | Any, require_label: bool = True) ->
         if fmt == "csv":
             raise UsageError("a Kafka topic carries JSONL or TSV records, not CSV (no header row)")
     return Decoder(fmt, label_field=job.label_field, text_field=job.text_field,
-                   key_field=job.key_field, header=header, require_label=require_label)
+                   key_field=job.key_field, header=header, require_label=require_label,
+                   limits=limits)

@@ -318,6 +318,7 @@ def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | Non
     """Build the parts of ``job`` and serve until the source ends (files) or ``stop`` is set."""
     from streambayes.runtime.connect import open_sink, open_source
     from streambayes.runtime.learn import _decoder
+    from streambayes.runtime.limits import RecordLimits
 
     stop = stop or threading.Event()
     if not job.snapshots:
@@ -327,7 +328,8 @@ def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | Non
                          group_options=group_options, follow=job.follow)
     is_file = isinstance(source, FileSource)
     try:
-        decoder = _decoder(source, job, require_label=False)
+        decoder = _decoder(source, job, require_label=False,
+                           limits=RecordLimits.from_settings(settings))
         sink = open_sink(job.sink, settings, stop=stop)
         dead = open_sink(job.dead_letter, settings, stop=stop) if job.dead_letter else None
         wait = job.wait_seconds if job.wait_seconds is not None else (0.0 if is_file else None)

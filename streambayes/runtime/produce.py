@@ -4,12 +4,15 @@ JSONL lines are sent as they are (a bad line is sent too: the consumer dead-lett
 original bytes, so nothing is lost or silently repaired). TSV and CSV records become events of
 DESIGN §2 (``id``, ``label``, ``text``, ``features``); a record that cannot be converted is sent
 as its original bytes. The message key is the event's ``key`` (or ``--key-field``), else its
-``id``; with ``drop_label`` the label is removed (an unlabelled stream for ``predict``).
+``id``; with ``drop_label`` the label is removed (an unlabelled stream for ``predict``). A line
+longer than ``STREAMBAYES_MAX_RECORD_BYTES`` is never read whole: its head is sent (the consumer
+dead-letters it as ``limit``) and a warning names its line and size.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,10 +20,12 @@ from pathlib import Path
 from streambayes.config import Settings
 from streambayes.runtime.decode import Decoder
 from streambayes.runtime.events import DeadLetter
+from streambayes.runtime.limits import RecordLimits
 from streambayes.runtime.sources import FileSource, Format, Record
 from streambayes.runtime.uri import KafkaURI, parse_uri
 
 FLUSH_EVERY = 20_000
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -62,9 +67,10 @@ def produce_file(job: ProduceJob, settings: Settings, stop: threading.Event | No
         options = client_options(settings, "admin")
         module.create_topic(target.bootstrap, target.topic, job.partitions, options=options)
     sent = 0
-    with FileSource(job.path, job.format) as source:
+    with FileSource(job.path, job.format, max_line_bytes=settings.max_record_bytes) as source:
         decoder = Decoder(source.format, label_field=job.label_field, text_field=job.text_field,
-                          key_field=job.key_field, header=source.header, require_label=False)
+                          key_field=job.key_field, header=source.header, require_label=False,
+                          limits=RecordLimits.from_settings(settings))
         sink, topic = open_sink(target, settings, stop=stop)
         try:
             while job.limit is None or sent < job.limit:
@@ -73,6 +79,10 @@ def produce_file(job: ProduceJob, settings: Settings, stop: threading.Event | No
                 if not records:
                     break
                 for record in records:
+                    if record.size is not None:
+                        logger.warning("%s line %s has %d bytes, more than max_record_bytes (%d): "
+                                       "only its first %d are sent", job.path, record.line,
+                                       record.size, settings.max_record_bytes, len(record.value))
                     key, value = _message(record, decoder, job)
                     sink.send(topic, key, value)
                 sent += len(records)

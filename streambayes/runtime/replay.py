@@ -30,6 +30,7 @@ from streambayes.errors import FeatureError, ModelError, NetworkError, UsageErro
 from streambayes.evaluate.prequential import KEY, Learner, Prequential
 from streambayes.runtime.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.events import DeadLetter
+from streambayes.runtime.limits import RecordLimits
 from streambayes.runtime.sinks import FileSink, Sink
 from streambayes.runtime.sources import FileSource, Format, Source
 
@@ -205,7 +206,8 @@ def replay(
             raise UsageError(f"--loss: {exc}") from None
         for rej in rejected:
             bad = good[rej.index] if base is None else by_position[rej.index]
-            _send(dead_letters, result, dead_letter(bad.record, "bad_feature", rej.error))
+            reason = "model_error" if rej.reason == "model_error" else "bad_feature"
+            _send(dead_letters, result, dead_letter(bad.record, reason, rej.error))
         if base is not None:  # keep only events whose labels may still be learned
             oldest = result.run.position - result.run.pending - batch_size
             for position in [p for p in by_position if p < oldest]:
@@ -251,11 +253,13 @@ def replay_file(job: FileReplay, console: Console | None = None,
         build_models(job.models, job.network, job.label_field)
     if job.limit is not None and job.limit < 0:
         raise UsageError(f"--limit must be >= 0, got {job.limit}")
-    with _open(job, settings or Settings()) as source:
+    settings = settings or Settings()
+    with _open(job, settings) as source:
         fmt, header = (source.format, source.header) if isinstance(source, FileSource) else \
             (job.format or "jsonl", None)
         decoder = Decoder(fmt, label_field=job.label_field, text_field=job.text_field,
-                          key_field=job.key_field, header=header)
+                          key_field=job.key_field, header=header,
+                          limits=RecordLimits.from_settings(settings))
         dl_path = job.dead_letter or (job.report / "dead_letters.jsonl" if job.report
                                       else Path(DEFAULT_DEAD_LETTER_FILE))
         with FileSink(dl_path, mode="w") as sink, _progress(source, progress) as tick:
@@ -278,7 +282,7 @@ def _open(job: FileReplay, settings: Settings) -> Iterator[Source]:
 
     target = parse_uri(str(job.path)) if isinstance(job.path, str) else job.path
     if not isinstance(target, KafkaURI):
-        with FileSource(target, job.format) as source:
+        with FileSource(target, job.format, max_line_bytes=settings.max_record_bytes) as source:
             yield source
         return
     if job.format == "csv":

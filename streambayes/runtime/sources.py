@@ -59,6 +59,7 @@ class Record:
     offset: int
     timestamp: int | None = None  # milliseconds since the epoch, when known
     line: int | None = None  # 1-based line number in a file source
+    size: int | None = None  # the full size in bytes when ``value`` holds only the record's head
 
 
 class Source(Protocol):
@@ -146,11 +147,15 @@ class FileSource:
     ``poll`` returns ``[]`` at the end of the file; with ``follow=True`` later polls return the
     lines appended since (``tail -f``; a line counts once its newline is written).
     For CSV the header row is read at open (:attr:`header`) and a quoted field may span lines.
+    With ``max_line_bytes`` a longer line is never held in memory: its record holds the first
+    ``max_line_bytes + 1`` bytes and its full ``size`` (the decoder makes it a ``limit`` dead letter).
     """
 
-    def __init__(self, path: str | Path, fmt: Format | None = None, *, follow: bool = False) -> None:
+    def __init__(self, path: str | Path, fmt: Format | None = None, *, follow: bool = False,
+                 max_line_bytes: int | None = None) -> None:
         self.path = Path(path)
         self.follow = follow
+        self._read_limit = -1 if max_line_bytes is None else max_line_bytes + 1
         self.topic = str(path)
         if fmt is not None and fmt not in FORMATS:
             raise UsageError(f"unknown format {fmt!r} (expected one of {', '.join(FORMATS)})")
@@ -184,27 +189,49 @@ class FileSource:
         self._lines = self._numbered_lines()
         self._next_offset = 0
         self._bytes_read = 0
+        self._oversize: dict[int, tuple[int, int]] = {}  # line cut to its head → (bytes, content)
         if self.format == "csv":
             self.header = self._read_header()
 
-    def _readline(self) -> bytes:
+    def _readline(self, limit: int = -1) -> bytes:
         try:
-            return self._file.readline()
+            return self._file.readline(limit)
         except (EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
             raise StreambayesError(f"{self.path}: {self.compression or 'file'} data is damaged or "
                                    f"truncated after line {self._line_number}: {exc}") from None
 
     def _numbered_lines(self) -> Iterator[tuple[int, bytes]]:
         """Lines with their numbers; when following, a last line without its newline waits."""
-        while raw := self._readline():
+        while raw := self._readline(self._read_limit):
+            size, content = len(raw), None
+            if size == self._read_limit and not raw.endswith(b"\n"):
+                raw, size, content = self._skip_rest(raw)
+                if not raw:
+                    return  # following: the writer is mid-line
             if self.follow and not raw.endswith(b"\n"):
                 self._file.seek(-len(raw), io.SEEK_CUR)  # a writer is mid-line: read it later
                 return
             self._line_number += 1
-            self._bytes_read += len(raw)
+            self._bytes_read += size
+            if content is not None:
+                self._oversize[self._line_number] = (size, content)
             if self._line_number == 1 and raw.startswith(_BOM):
                 raw = raw[len(_BOM):]
             yield self._line_number, raw
+
+    def _skip_rest(self, head: bytes) -> tuple[bytes, int, int]:
+        """Read past the rest of an over-long line: (its head + newline, the bytes it takes, its
+        size without the line end); when following and its newline is not written yet, go back
+        to its start and return (b"", 0, 0)."""
+        size = len(head)
+        while chunk := self._readline(1 << 16):
+            size += len(chunk)
+            if chunk.endswith(b"\n"):
+                return head + b"\n", size, size - len(chunk) + len(chunk.rstrip(b"\r\n"))
+        if self.follow:
+            self._file.seek(-size, io.SEEK_CUR)
+            return b"", 0, 0
+        return head + b"\n", size, size
 
     def _next_raw(self) -> tuple[int, bytes] | None:
         """The next non-blank logical record (a CSV record may span lines inside quotes)."""
@@ -212,8 +239,9 @@ class FileSource:
             if not raw.strip():
                 continue
             if self.format == "csv":
-                start = (self._file.tell() - len(raw) if self.follow else 0, number - 1,
-                         self._bytes_read - len(raw))
+                used = self._oversize.get(number, (len(raw), 0))[0]  # bytes the line took
+                start = (self._file.tell() - used if self.follow else 0, number - 1,
+                         self._bytes_read - used)
                 while raw.count(b'"') % 2:
                     more = next(self._lines, None)
                     if more is None:
@@ -249,7 +277,9 @@ class FileSource:
             if item is None:
                 break
             number, value = item
-            out.append(Record(value, None, self.topic, 0, self._next_offset, None, number))
+            cut = self._oversize.pop(number, None)
+            out.append(Record(value, None, self.topic, 0, self._next_offset, None, number,
+                              None if cut is None else cut[1]))
             self._next_offset += 1
         if self.follow and not out and timeout > 0:
             time.sleep(timeout)

@@ -113,4 +113,4 @@ def test_a_weight_that_could_overflow_the_counts_is_a_dead_letter():
 
     record = Record(b'{"id": "w", "label": "spam", "text": "x", "weight": 1e308}', None, "t", 0, 0)
     letter = Decoder("jsonl").decode(record)
-    assert letter.reason == "invalid_event" and "weight" in letter.error
+    assert letter.reason == "limit" and "weight" in letter.error
