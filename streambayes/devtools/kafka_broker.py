@@ -93,6 +93,18 @@ def server_properties(log_dir: Path, port: int, controller_port: int) -> str:
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
 
+def cpu_seconds(process: subprocess.Popen | None) -> float | None:
+    """User + system CPU seconds a running process has used so far (Linux ``/proc``), or None."""
+    if process is None or process.poll() is not None:
+        return None
+    try:
+        with open(f"/proc/{process.pid}/stat") as stat:
+            fields = stat.read().rsplit(") ", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _tail(path: Path, lines: int = 6) -> str:
     try:
         text = path.read_text(errors="replace").strip().splitlines()

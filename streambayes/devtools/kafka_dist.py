@@ -7,8 +7,9 @@ them in ``<cache>/kafka-<version>/lib``; ``classpath.txt`` is written last, so i
 a complete fetch and later starts do not run Maven at all. The cache is
 ``$STREAMBAYES_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/streambayes`` (``~/.cache/streambayes``).
 
-``python -m streambayes.devtools.kafka_dist fetch`` fills the cache (``.ci/run`` does this
-before the tests); the fixture fetches on first use too.
+``python -m streambayes.devtools.kafka_dist fetch`` fills the cache and formats the template log
+directory of :mod:`~streambayes.devtools.kafka_broker` (``.ci/run`` does this before the tests;
+it needs only the standard library); the fixture does both on first use too.
 """
 
 from __future__ import annotations
@@ -150,6 +151,11 @@ def main(argv: list[str] | None = None) -> int:
     cached = cached_classpath(version) is not None
     try:
         jars = fetch(version, quiet=True)
+        java = java_command()
+        if java is not None:  # format the template log directory too (one JVM start saved later)
+            from streambayes.devtools.kafka_broker import formatted_template
+
+            formatted_template(java, os.pathsep.join(map(str, jars)), version)
     except BrokerError as exc:
         print(f"kafka_dist: {exc}", file=sys.stderr)
         return 1

@@ -25,10 +25,19 @@ from streambayes.runtime import kafka_python
 
 _names = itertools.count()
 _used: list[BrokerInfo] = []
+_headed: list[str] = []
 
 
 def pytest_report_header(config):
-    return describe_choice()
+    _headed.append(describe_choice())
+    return _headed[-1]
+
+
+def pytest_report_collectionfinish(config, start_path, items):
+    """The same line when this conftest loaded too late for the header (a plain ``pytest``)."""
+    if not _headed and any(item.get_closest_marker("integration") for item in items):
+        return describe_choice()
+    return None
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -57,13 +66,22 @@ def bootstrap(broker) -> str:
     return broker.bootstrap
 
 
-@pytest.fixture(scope="module")
-def own_broker(broker):
-    """A second local broker of the session's kind (Tansu unless that is Apache Kafka), for
-    tests that stop, kill or restart it: ``stop``/``start``/``restart``, ``persistent``."""
+@pytest.fixture(scope="session")
+def _second_broker(broker):
     handle = KafkaBroker() if broker.kind == "kafka" else TansuBroker()
     with handle:
         yield handle
+
+
+@pytest.fixture
+def own_broker(_second_broker):
+    """A second local broker of the session's kind (Tansu unless that is Apache Kafka), for
+    tests that stop, kill or restart it: ``stop``/``start``/``restart``, ``persistent``;
+    running when each test starts (use unique topic names)."""
+    if _second_broker.process is None or _second_broker.process.poll() is not None:
+        _second_broker.start()
+    _second_broker.resume()
+    return _second_broker
 
 
 @pytest.fixture
