@@ -213,8 +213,8 @@ def _start_kafka(reason: str) -> KafkaBroker | str:
     except BrokerError as exc:
         handle.close()
         if _strict(reason):
-            raise BrokerError(f"Apache Kafka was required ({reason}"
-                              f"{', CI=true' if in_ci() else ''}) but could not start: {exc}") \
+            why = reason if "CI=true" in reason or not in_ci() else f"{reason}, CI=true"
+            raise BrokerError(f"Apache Kafka was required ({why}) but could not start: {exc}") \
                 from exc
         logger.warning("Apache Kafka could not start (%s); using Tansu instead", exc)
         return f"Apache Kafka could not start ({exc}); fell back to Tansu"
