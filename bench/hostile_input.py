@@ -288,9 +288,11 @@ def main(argv: list[str] | None = None) -> int:
         runs = file_runs(work, "clean", good_l, good_u, args.timeout) + \
             file_runs(work, "hostile", mixed, mixed_u, args.timeout)
         if args.kafka:
-            from streambayes.devtools.broker import broker
+            from streambayes.devtools.broker import broker_info
 
-            with broker() as bootstrap:
+            with broker_info() as info:
+                bootstrap = info.bootstrap
+                print(f"broker: {info}", flush=True)
                 runs += kafka_runs(work, "clean", good_l, good_u, args.timeout, bootstrap)
                 runs += kafka_runs(work, "hostile", mixed, mixed_u, args.timeout, bootstrap)
     clean_peak = {r.name.replace(" clean", ""): r.peak_mib for r in runs if r.name.endswith("clean")}

