@@ -74,6 +74,39 @@ def network_rows(bif: Path, n: int, label: str, missing: float, seed: int = 0
     return out
 
 
+def tsv_rows(path: Path) -> list[tuple[str, str]]:
+    """``(label, text)`` of a ``label<TAB>text`` file (the SMS Spam Collection)."""
+    with open(path, encoding="utf-8") as fh:
+        return [(label, text) for label, _, text in (line.rstrip("\r\n").partition("\t") for line in fh)
+                if text]
+
+
+CASES = ("nb", "aode", "bn")
+
+
+def crash_case(model: str, data: Path) -> tuple[Event, list[str], float]:
+    """``(event maker, learner options, pace in events/s)`` of a standard crash case, data under
+    ``data``: ``nb`` on the SMS Spam Collection (text), ``aode`` on UCI nursery (categorical
+    features), ``bn`` on the asia network classifying ``lung``, with 10% of the other cells missing
+    (so online EM runs)."""
+    if model == "nb":
+        sms = tsv_rows(data / "sms_spam_collection" / "SMSSpamCollection")
+
+        def make(i: int) -> dict:
+            label, text = sms[i % len(sms)]
+            return {"id": f"c-{i:07d}", "label": label, "text": text}
+
+        return make, ["--model", "nb"], 3_000
+    if model == "aode":
+        return cycled(csv_rows(data / "uci" / "nursery.csv"), "a"), ["--model", "aode"], 2_000
+    if model == "bn":
+        asia = data / "bif" / "asia.bif"
+        rows = network_rows(asia, 5_000, label="lung", missing=0.1, seed=1)
+        options = ["--model", "bn", "--network", str(asia), "--label-field", "lung"]
+        return cycled(rows, "b", "lung"), options, 2_000
+    raise ValueError(f"no crash case for {model!r} (cases: {', '.join(CASES)})")
+
+
 def encode(event: Mapping) -> bytes:
     return json.dumps(event, separators=(",", ":")).encode("utf-8")
 

@@ -17,38 +17,20 @@ import time
 
 import pytest
 
-from streambayes.devtools.kills import csv_rows, cycled, learn_file, learn_with_kills, network_rows
-from tests.integration.helpers import assert_states_equal, sms_events
-from tests.unit.conftest import bif_dir
+from streambayes.devtools.kills import CASES, crash_case, learn_file, learn_with_kills
+from tests.integration.helpers import assert_states_equal, sms_path
 
 KILLS = int(os.environ.get("CRASH_KILLS", 3))
 KAFKA_OPTIONS = ["--every", "2000", "--every-seconds", "0.5", "--batch-size", "500"]
 
 
-def _case(name: str):
-    """``(event maker, learner options, rate in events/s)`` of one crash case."""
-    data = bif_dir().parent
-    if name == "nb":
-        texts = sms_events(5574, prefix="c")
-
-        def make(i: int) -> dict:
-            e = texts[i % len(texts)]
-            return {"id": f"c-{i:07d}", "label": e["label"], "text": e["text"]}
-
-        return make, ["--model", "nb"], 3_000
-    if name == "aode":
-        return cycled(csv_rows(data / "uci" / "nursery.csv"), "a"), ["--model", "aode"], 2_000
-    asia = bif_dir() / "asia.bif"
-    rows = network_rows(asia, 5_000, label="lung", missing=0.1, seed=1)
-    options = ["--model", "bn", "--network", str(asia), "--label-field", "lung"]
-    return cycled(rows, "b", "lung"), options, 2_000
-
-
-@pytest.mark.parametrize("model", ["nb", "aode", "bn"])
+@pytest.mark.parametrize("model", CASES)
 def test_kill_9_mid_stream_loses_and_doubles_nothing(bootstrap, new_topic, tmp_path, model):
-    rng = random.Random(int(os.environ.get("CRASH_SEED", time.time_ns() % 10_000)))
+    seed = int(os.environ.get("CRASH_SEED", time.time_ns() % 10_000))
+    print(f"CRASH_SEED={seed}")  # shown on failure: rerun with it
+    rng = random.Random(seed)
     topic = new_topic(1)
-    make, options, rate = _case(model)
+    make, options, rate = crash_case(model, sms_path().parents[1])
     run = learn_with_kills(bootstrap, topic, make, [*options, *KAFKA_OPTIONS], tmp_path, kills=KILLS,
                            rng=rng, rate=rate, minimum=5_000)
     n = len(run.events)
