@@ -19,7 +19,7 @@ Parts (``--parts``, comma-separated; default all):
 Adding a part: write ``part_<name>(args, env) -> None`` (print its own table; ``env.bootstrap()``
 starts the broker once, on first use) and register it in ``PARTS``.
 
-    .venv/bin/python bench/reliability.py --parts kills --kills 20        # ~3-5 minutes
+    .venv/bin/python bench/reliability.py --parts kills --kills 20        # ~9 minutes on 2 busy cores
     .venv/bin/python bench/reliability.py --parts kills --kills 3 --models bn
 """
 
@@ -71,6 +71,7 @@ KAFKA_OPTIONS = ["--every", "2000", "--every-seconds", "0.5", "--batch-size", "5
 
 def _kill_row(model: str, args: argparse.Namespace, env: Env, rng: random.Random) -> list[str]:
     make, options, rate = crash_case(model, data_dir())
+    rate = args.rate or rate
     work = env.scratch(f"kills-{model}")
     run = learn_with_kills(env.bootstrap(), env.new_topic(f"kills-{model}"), make, [*options, *KAFKA_OPTIONS],
                            work, kills=args.kills, rng=rng, rate=rate, minimum=args.min_events)
@@ -107,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kills", type=int, default=20, help="kill -9 per model (part kills; default 20)")
     ap.add_argument("--models", default=",".join(CASES), help=f"part kills: of {', '.join(CASES)}")
     ap.add_argument("--min-events", type=int, default=5_000, help="part kills: produce at least this many")
+    ap.add_argument("--rate", type=float,
+                    help="part kills: events/s produced (default 3,000 for nb, 2,000 others)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--plain", action="store_true", help="plain-text tables")
     args = ap.parse_args(argv)
