@@ -69,21 +69,31 @@ class Env:
 KAFKA_OPTIONS = ["--every", "2000", "--every-seconds", "0.5", "--batch-size", "500"]
 
 
+def _em_note(a: dict, b: dict) -> str:
+    """For ``bn``: the largest CPT difference of the EM states and both step counts."""
+    if not (isinstance(a.get("em"), dict) and isinstance(b.get("em"), dict)):
+        return ""
+    cpts = max((state_difference(a["em"][k], b["em"][k])[1] for k in a["em"] if k.startswith("cpts:")),
+               default=0.0)
+    return f"; EM CPTs {cpts:.3g}, n_steps {int(a['em']['n_steps'])} vs {int(b['em']['n_steps'])}"
+
+
 def _kill_row(model: str, args: argparse.Namespace, env: Env, rng: random.Random) -> list[str]:
     make, options, rate = crash_case(model, data_dir())
-    rate = args.rate or rate
     work = env.scratch(f"kills-{model}")
     run = learn_with_kills(env.bootstrap(), env.new_topic(f"kills-{model}"), make, [*options, *KAFKA_OPTIONS],
-                           work, kills=args.kills, rng=rng, rate=rate, minimum=args.min_events)
+                           work, kills=args.kills, rng=rng, rate=args.rate or rate, minimum=args.min_events)
     reference = learn_file(run.events, options, work)
-    first, diff = state_difference(run.snapshot.state, reference.state)
+    crashed, uninterrupted = run.snapshot.state, reference.state
+    first, diff, where = state_difference(crashed, uninterrupted)
     n = len(run.events)
     if not run.snapshot.events == reference.events == n:
         first = f"events {run.snapshot.events:,} / reference {reference.events:,} / produced {n:,}"
     mid = "" if all(0 < k < n for k in run.kills) else " (not all mid-stream)"
     print(f"{model}: kills at {run.kills} of {n:,} events; first difference: {first}", flush=True)
-    return [model, f"{n:,}", f"{len(run.kills)}{mid}", "yes" if first is None else "no", f"{diff:.3g}",
-            first or "", f"{run.seconds:.1f}"]
+    detail = f" ({where.removeprefix('state.')}{_em_note(crashed, uninterrupted)})" if diff else ""
+    return [model, f"{n:,}", f"{len(run.kills)}{mid}", "yes" if first is None else "no",
+            f"{diff:.3g}{detail}", first or "", f"{run.seconds:.1f}"]
 
 
 def part_kills(args: argparse.Namespace, env: Env) -> None:

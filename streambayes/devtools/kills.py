@@ -229,27 +229,28 @@ def learn_file(events: Sequence[Mapping], options: Sequence[str], workdir: Path,
     return snapshot
 
 
-def state_difference(a: Any, b: Any, path: str = "state") -> tuple[str | None, float]:
-    """``(first difference or None, max |a - b| over numeric arrays of the same shape)``; arrays
-    are equal when ``np.array_equal`` (bitwise on floats, NaN ≠ NaN); a structural difference
-    (keys, shapes, scalars) gives an infinite max."""
+def state_difference(a: Any, b: Any, path: str = "state") -> tuple[str | None, float, str]:
+    """``(first difference or None, max |a - b| over numeric arrays of the same shape, where that
+    max is)``; arrays are equal when ``np.array_equal`` (bitwise on floats, NaN ≠ NaN); a
+    structural difference (keys, shapes, scalars) gives an infinite max."""
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         if a.keys() != b.keys():
-            return f"{path}: keys differ", float("inf")
+            return f"{path}: keys differ", float("inf"), path
         found = [state_difference(a[k], b[k], f"{path}.{k}") for k in a]
     elif isinstance(a, list | tuple) and isinstance(b, list | tuple):
         if len(a) != len(b):
-            return f"{path}: lengths differ", float("inf")
+            return f"{path}: lengths differ", float("inf"), path
         found = [state_difference(x, y, f"{path}[{i}]") for i, (x, y) in enumerate(zip(a, b, strict=True))]
     elif isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
         if a.shape != b.shape:
-            return f"{path}: shapes {a.shape} and {b.shape}", float("inf")
+            return f"{path}: shapes {a.shape} and {b.shape}", float("inf"), path
         if np.array_equal(a, b):
-            return None, 0.0
+            return None, 0.0, ""
         numeric = a.dtype.kind in "biuf" and b.dtype.kind in "biuf"
         diff = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if numeric else float("inf")
-        return f"{path}: {int((a != b).sum())} elements differ", diff
+        return f"{path}: {int((a != b).sum())} elements differ", diff, path
     else:
-        return (None, 0.0) if a == b else (f"{path}: {a!r} != {b!r}", float("inf"))
-    first = next((f for f, _ in found if f is not None), None)
-    return first, max((d for _, d in found), default=0.0)
+        return (None, 0.0, "") if a == b else (f"{path}: {a!r} != {b!r}", float("inf"), path)
+    first = next((f for f, _, _ in found if f is not None), None)
+    _, diff, where = max(found, key=lambda t: t[1], default=(None, 0.0, ""))
+    return first, diff, where
