@@ -12,7 +12,12 @@ JRSS-B): per mini-batch k it keeps a running *average* of the sufficient statist
 
     s ← (1 − η_k) · s + η_k · ŝ_k,     η_k = (k + 2)^(−α),  α ∈ (0.5, 1],
 
-and re-derives the CPTs from ``s`` after every mini-batch. :func:`batch_em` is classic EM over a
+and re-derives the CPTs from ``s`` after every mini-batch. A mini-batch is exactly ``batch_size``
+rows of the stream, however the stream is cut into :meth:`OnlineEM.partial_fit` calls: rows that
+do not yet fill one wait in the learner (``pending``, part of its state) and complete the next
+call's first mini-batch, so the steps are the same for one call or many (exactly-once on a stream
+whose poll batches differ after a restart). :meth:`OnlineEM.flush` makes a last, short step of the
+waiting rows (the end of a finite pass). :func:`batch_em` is classic EM over a
 window of rows, for comparison and to warm-start the online learner.
 
 >>> from streambayes.models.bayesnet.bif import parse_bif
@@ -26,6 +31,8 @@ window of rows, for comparison and to warm-start the online learner.
 >>> em = OnlineEM(net, alpha=0.7, batch_size=200, seed=0).partial_fit(codes)
 >>> em.n_rows, em.n_steps
 (2000.0, 10)
+>>> em.partial_fit(codes[:150]).n_steps, len(em.pending_w)   # 150 rows wait for the next 50
+(10, 150)
 >>> bool(abs(em.cpts["x"][0, 0] - 0.9) < 0.05)
 True
 """
@@ -103,6 +110,10 @@ class OnlineEM:
     batches faster); ``batch_size``: rows per E-step; ``init``: see :func:`initial_cpts`;
     ``inference``: the exact-inference engine factory (default :class:`VariableElimination`).
 
+    Rows that do not fill a mini-batch wait in ``pending_codes``/``pending_w`` (at most
+    ``batch_size - 1`` rows, saved by :meth:`to_state`); the CPTs do not reflect them until their
+    mini-batch is full (or :meth:`flush` is called).
+
     With ``prior="none"`` a state never seen so far gets probability 0, and a later row that needs
     it has probability 0 under the current CPTs: such rows cannot contribute an E-step, are skipped
     and counted in ``n_impossible`` (a positive prior such as BDeu avoids this; prefer it on streams).
@@ -124,13 +135,29 @@ class OnlineEM:
         self.n_rows = 0.0
         self.n_steps = 0
         self.n_impossible = 0      # rows skipped because they had probability 0 under the current CPTs
+        self.pending_codes = np.zeros((0, len(self.net.variables)), np.int64)  # rows short of a mini-batch
+        self.pending_w = np.zeros(0, np.float64)
 
     def partial_fit(self, codes: np.ndarray, w=None) -> OnlineEM:
-        """One stepwise-EM update per mini-batch of ``batch_size`` rows, in order."""
-        codes = np.asarray(codes, np.int64)
+        """One stepwise-EM update per full mini-batch of ``batch_size`` rows, in order; the rows
+        waiting from earlier calls come first, the rows short of a mini-batch wait for the next."""
+        codes = np.asarray(codes, np.int64).reshape(-1, self.pending_codes.shape[1])
         w = _weights(codes, w)
-        for start in range(0, len(codes), self.batch_size):
-            self._step(codes[start:start + self.batch_size], w[start:start + self.batch_size])
+        if len(self.pending_w):
+            codes = np.concatenate([self.pending_codes, codes])
+            w = np.concatenate([self.pending_w, w])
+        full = len(codes) - len(codes) % self.batch_size
+        for start in range(0, full, self.batch_size):   # fresh contiguous copies: same bits per chunk
+            self._step(codes[start:start + self.batch_size].copy(), w[start:start + self.batch_size].copy())
+        self.pending_codes, self.pending_w = codes[full:].copy(), w[full:].copy()
+        return self
+
+    def flush(self) -> OnlineEM:
+        """Make one (short) step of the waiting rows, if any: the end of a finite pass."""
+        if len(self.pending_w):
+            codes, w = self.pending_codes, self.pending_w
+            self.pending_codes, self.pending_w = codes[:0].copy(), w[:0].copy()
+            self._step(codes, w)
         return self
 
     def step_size(self, k: int) -> float:
@@ -176,6 +203,8 @@ class OnlineEM:
         state["n_rows"] = np.array(self.n_rows)
         state["n_steps"] = np.array(self.n_steps, np.int64)
         state["n_impossible"] = np.array(self.n_impossible, np.int64)
+        state["pending_codes"] = self.pending_codes.copy()
+        state["pending_w"] = self.pending_w.copy()
         return state
 
     @classmethod
@@ -187,7 +216,22 @@ class OnlineEM:
         em.n_rows = float(state["n_rows"])
         em.n_steps = int(state["n_steps"])
         em.n_impossible = int(state.get("n_impossible", 0))
+        if "pending_w" in state:   # states from before the carried mini-batch have none
+            em.pending_codes, em.pending_w = _pending_from_state(em, state)
         return em
+
+
+def _pending_from_state(em: OnlineEM, state: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The waiting rows of a state, checked: codes (k, V) in range (or -1), k weights, k < batch size."""
+    codes, w = np.asarray(state["pending_codes"]), np.asarray(state["pending_w"])
+    cards = np.array([em.net.card(v) for v in em.net.variables])
+    if codes.dtype.kind not in "iu" or w.dtype.kind != "f" or codes.ndim != 2 or w.ndim != 1 \
+            or codes.shape != (len(w), len(cards)) or len(w) >= em.batch_size:
+        raise ModelError(f"OnlineEM state: pending rows of shape {codes.shape} and weights {w.shape} do not "
+                         f"fit {len(cards)} variables and batch size {em.batch_size}")
+    if len(w) and (((codes < -1) | (codes >= cards)).any() or not np.isfinite(w).all() or (w < 0).any()):
+        raise ModelError("OnlineEM state: a pending row has a state code out of range or a bad weight")
+    return codes.astype(np.int64), w.astype(np.float64)
 
 
 class BatchEMResult(NamedTuple):

@@ -17,6 +17,14 @@ complete or not, also goes to EM (the E-step of a complete row is its own count)
 statistics *start from* the complete-data counts. The current CPTs are EM's while EM is active,
 else those of the counts.
 
+EM makes one step per ``em_batch_size`` rows of that EM stream (the rows from the first incomplete
+one on), however the stream was cut into ``learn_many`` calls: the rows short of a full mini-batch
+wait in the EM learner's state (its ``pending`` arrays, saved in snapshots) and join the next call's
+rows. So a learner restarted from a snapshot on different poll batches reaches the same state
+(exactly-once). Predictions, queries and ``cpt`` use the CPTs of the steps made so far: the (at most
+``em_batch_size - 1``) waiting rows count in ``n_events`` and the exact counts but not yet in the
+CPTs. ``merge`` refuses models with EM statistics (stepwise averages do not add up exactly).
+
 With ``class_variable`` the network is a classifier: ``learn_many(xs, y, w)`` learns rows
 ``x ∪ {class_variable: y}``, and ``predict_log_proba_many`` is log P(class | x) by variable
 elimination; ``classes`` are the class variable's states in network order. Events that do not fit
@@ -214,19 +222,26 @@ class BayesNet:
         codes, w = self._rows(X, y, w)
         if not len(codes):
             return
+        complete = (codes >= 0).all(axis=1)
+        if self._em is None and not complete.all():
+            first = int(np.argmin(complete))  # the first incomplete row: EM starts from the counts before it
+            if first:
+                self._learn_codes(codes[:first], w[:first], complete[:first])
+            self._em = self._new_em()
+            codes, w, complete = codes[first:], w[first:], complete[first:]
+        self._learn_codes(codes, w, complete)
+
+    def _learn_codes(self, codes: np.ndarray, w: np.ndarray, complete: np.ndarray) -> None:
         raw = w
         if self.decay is not None and self.decay < 1:  # event i of n is decay^(n-1-i) old at the end
             self._counts.scale(self.decay ** len(codes))
             w = w * self.decay ** np.arange(len(codes) - 1, -1, -1, dtype=np.float64)
-        complete = (codes >= 0).all(axis=1)
         if complete.all():
             self._counts.add(codes, w)
         elif complete.any():
             self._counts.add(codes[complete], w[complete])
-        if self._em is None and not complete.all():
-            self._em = self._new_em()
         if self._em is not None:
-            self._em.partial_fit(codes, raw)  # EM forgets by its own step size
+            self._em.partial_fit(codes, raw)  # EM forgets by its own step size; short chunks wait
         self.n_events += len(codes)
         self._version += 1
 
@@ -412,7 +427,8 @@ class BayesNet:
 
     def memory_bytes(self) -> int:
         tables = sum(a.nbytes for a in self._pseudo.values()) + sum(a.nbytes for a in self._net.cpts.values())
-        return int(self._counts.nbytes() + tables + (0 if self._cache is None else tables))
+        em = 0 if self._em is None else sum(a.nbytes for a in self._em.to_state().values())
+        return int(self._counts.nbytes() + tables + (0 if self._cache is None else tables) + em)
 
     def __repr__(self) -> str:
         return (f"BayesNet({self._net.name!r}, class_variable={self.class_variable!r}, "
