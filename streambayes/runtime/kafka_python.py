@@ -439,11 +439,13 @@ class KafkaSink:
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1, *,
-                 options: Mapping[str, Any] | None = None) -> bool:
-    """Create ``topic`` with ``partitions`` partitions; False if it already exists."""
+                 options: Mapping[str, Any] | None = None,
+                 config: Mapping[str, str] | None = None) -> bool:
+    """Create ``topic`` with ``partitions`` partitions (and topic ``config`` such as
+    ``max.message.bytes``); False if it already exists."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, **dict(options or {}))
     try:
-        admin.create_topics([NewTopic(topic, partitions, 1)])
+        admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=dict(config or {}))])
         return True
     except TopicAlreadyExistsError:
         return False

@@ -86,11 +86,12 @@ def own_broker(_second_broker):
 
 @pytest.fixture
 def new_topic(bootstrap):
-    """``new_topic(partitions=1) -> name``: a fresh topic with a unique name."""
+    """``new_topic(partitions=1, config=None) -> name``: a fresh topic with a unique name (and
+    topic settings such as ``{"max.message.bytes": "4194304"}``)."""
 
-    def make(partitions: int = 1, prefix: str = "t") -> str:
+    def make(partitions: int = 1, prefix: str = "t", config: dict | None = None) -> str:
         name = f"{prefix}-{os.getpid()}-{next(_names)}"
-        kafka_python.create_topic(bootstrap, name, partitions)
+        kafka_python.create_topic(bootstrap, name, partitions, config=config)
         return name
 
     return make

@@ -15,9 +15,10 @@ from streambayes.config import Settings
 from streambayes.runtime import kafka_confluent, kafka_python
 from streambayes.runtime.learn import LearnJob, run_learn
 from streambayes.runtime.predict import PredictJob, run_predict
-from tests.integration.helpers import Background, encode, sms_events, write_jsonl
+from streambayes.snapshot import SnapshotStore
+from tests.integration.helpers import Background, encode, sms_events, wait_until, write_jsonl
 
-BIG_JSON = b'{"id": "big", "label": "spam", "text": "' + b"a" * 1_500_000  # 1.5 MB, bad JSON
+BIG_JSON = b'{"id": "big", "label": "spam", "text": "' + b"a" * 1_500_000  # 1.5 MB: over the record limit
 BIG_BINARY = bytes(range(128, 256)) * 6_400  # 800 KB, not UTF-8: its base64 passes 1 MB
 BIG_FETCH = {"kafka-python": {"max_partition_fetch_bytes": 4_000_000},
              "confluent": {"max.partition.fetch.bytes": 4_000_000,
@@ -33,7 +34,9 @@ def backend(request) -> ModuleType:
 
 def test_dead_letters_of_huge_records_are_truncated_and_the_learner_finishes(backend, bootstrap,
                                                                             new_topic, tmp_path):
-    events_in, dlq = new_topic(1), new_topic(1)
+    # the input topic takes records of 4 MB (as a user's may); the dead-letter topic has the
+    # broker's default limit (1 MB), which the dead letters of these records would pass
+    events_in, dlq = new_topic(1, config={"max.message.bytes": "4194304"}), new_topic(1)
     good = sms_events(50)
     sender = backend.KafkaSink(bootstrap, options=BIG_PRODUCE[backend.NAME])
     for e in good[:25]:
@@ -52,13 +55,15 @@ def test_dead_letters_of_huge_records_are_truncated_and_the_learner_finishes(bac
     learning = Background(lambda: run_learn(job, settings, stop))
     letters = kafka_python.wait_for_records(bootstrap, dlq, 2, timeout=60,
                                             options=BIG_FETCH["kafka-python"])
+    wait_until(lambda: (SnapshotStore(tmp_path / "snaps").latest_header() or {}).get("events") == 50,
+               60, "the learner to learn every good event")
     stop.set()
     stats = learning.result(timeout=60)
     assert stats.events == len(good) and sum(stats.dead_letters.values()) == 2
     assert stats.snapshots, "the learner snapshots after its dead letters are delivered"
 
     docs = sorted((json.loads(r.value) for r in letters), key=lambda d: d["source"]["offset"])
-    for doc, raw, reason, record in zip(docs, (BIG_JSON, BIG_BINARY), ("bad_json", "undecodable"),
+    for doc, raw, reason, record in zip(docs, (BIG_JSON, BIG_BINARY), ("limit", "undecodable"),
                                         sorted(letters, key=lambda r: r.offset), strict=True):
         assert len(record.value) <= 1_048_576
         assert doc["reason"] == reason and doc["truncated"] is True
