@@ -31,6 +31,7 @@ class TokenTable:
         self.table = SparseCounts()  # (classes, ids seen so far), grows with the data
         self.totals = np.zeros(0)
         self._cache: dict = {}
+        self._last_lookup: tuple | None = None
 
     def params(self) -> dict:
         return {"n_features": self.n_features, "alpha": self.alpha, "fold": self.fold,
@@ -87,12 +88,22 @@ class TokenTable:
     def learn_buckets(self, c: int, buckets: np.ndarray, w: float) -> None:
         """One event of plain tokens (value 1 each) for class ``c``: the same additions, in the
         same order, as :meth:`learn` makes for it, without building a batch."""
-        self.table.add_row(c, buckets, w)
+        self.table.add_row(c, self.table.columns(buckets, self._plain_find(buckets)), w)
         total = float(self.totals[c])
         for _ in range(len(buckets)):
             total += w  # one addition per occurrence, as np.add.at does in learn()
         self.totals[c] = total
         self._cache.clear()
+
+    def _plain_find(self, buckets: np.ndarray) -> tuple:
+        """:meth:`IdIndex.find` of one event's ids; a prequential learn right after predicting
+        the same event (same array, no id added since) reuses it."""
+        last = self._last_lookup
+        if last is not None and last[0] is buckets and last[1] == len(self.table):
+            return last[2]
+        found = self.table.index.find(buckets)
+        self._last_lookup = (buckets, len(self.table), found)
+        return found
 
     def score_buckets(self, buckets: np.ndarray, scale: float) -> np.ndarray:
         """Per-class log-likelihood of one event of plain tokens."""
@@ -192,7 +203,10 @@ class Multinomial(TokenTable):
     def score_buckets(self, buckets: np.ndarray, scale: float) -> np.ndarray:
         if self.m is not None or scale != 1.0 or self.alpha <= 0:
             return super().score_buckets(buckets, scale)
-        _, logs = self._counts_of(buckets)
+        if self.vocab_size is None:
+            logs = self.table.gather_columns(self.table.index.known(self._plain_find(buckets)))
+        else:
+            _, logs = self._counts_of(buckets)
         n = logs.shape[1]
         if not n:
             return np.zeros(len(self.totals))

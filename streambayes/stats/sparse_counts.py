@@ -26,62 +26,102 @@ from __future__ import annotations
 
 import numpy as np
 
-ID_DTYPE = np.uint32  # ids are 32-bit hashes; queries are cast to it (never the sorted array)
+_SENTINEL = np.int64(2**62)  # above every 32-bit id: ends the sorted ids so lookups need no clip
 _MIN_CAPACITY = 64
+_FEW = 16
 
 
 class IdIndex:
-    """Seen ids (sorted, unique) and the column of each; columns are dense, in first-seen order."""
+    """Seen ids (sorted, unique) and the column of each; columns are dense, in first-seen order.
+
+    Both arrays end with a sentinel (id ``2^62``, column -1), so a lookup is one
+    ``searchsorted``, two gathers and a compare, whatever the ids.
+    """
 
     def __init__(self) -> None:
-        self._ids = np.zeros(0, ID_DTYPE)
-        self._cols = np.zeros(0, np.int64)
+        self._ids = np.array([_SENTINEL], np.int64)
+        self._cols = np.array([-1], np.int64)
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._ids) - 1
 
     @property
     def ids(self) -> np.ndarray:
         """The seen ids in ascending order (read-only view)."""
-        return self._ids
+        return self._ids[:-1]
 
     @property
     def columns(self) -> np.ndarray:
         """The column of each id of :attr:`ids` (read-only view)."""
-        return self._cols
+        return self._cols[:-1]
+
+    def find(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+        """(where each id sits or would sit in :attr:`ids`, which were added, whether all were);
+        valid until the next :meth:`add` that brings a new id."""
+        at = self._ids.searchsorted(ids)  # the method: no dispatch overhead per event
+        hit = self._ids[at] == ids
+        return at, hit, np.count_nonzero(hit) == len(hit)  # cheaper than hit.all() on a few ids
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:
         """Column of each id (int64), -1 for ids never added."""
-        q = np.asarray(ids).astype(ID_DTYPE, copy=False)
-        n = len(self._ids)
-        if not n or not len(q):
-            return np.full(len(q), -1, np.int64)
-        at = np.searchsorted(self._ids, q)
-        np.minimum(at, n - 1, out=at)
-        return np.where(self._ids[at] == q, self._cols[at], -1)
-
-    def add(self, ids: np.ndarray) -> np.ndarray:
-        """Column of each id, giving the unseen ones new columns (ascending id among them)."""
-        q = np.asarray(ids).astype(ID_DTYPE, copy=False)
-        cols = self.lookup(q)
-        miss = cols < 0
-        if miss.any():
-            fresh = np.unique(q[miss])
-            n = len(self._ids)
-            at = np.searchsorted(self._ids, fresh)
-            self._ids = np.insert(self._ids, at, fresh)
-            self._cols = np.insert(self._cols, at, np.arange(n, n + len(fresh)))
-            cols[miss] = n + np.searchsorted(fresh, q[miss])
+        at, hit, every = self.find(ids)
+        cols = self._cols[at]
+        if not every:
+            cols[~hit] = -1
         return cols
+
+    def known(self, found: tuple[np.ndarray, np.ndarray, bool]) -> np.ndarray:
+        """Columns of the added ids among those :meth:`find` returned ``found`` for, in order."""
+        at, hit, every = found
+        return self._cols[at] if every else self._cols[at[hit]]
+
+    def add(self, ids: np.ndarray, found: tuple | None = None) -> np.ndarray:
+        """Column of each id, giving the unseen ones new columns (ascending id among them);
+        ``found`` is :meth:`find` of these ids if already at hand."""
+        q = np.asarray(ids, np.int64)
+        at, hit, every = self.find(q) if found is None else found
+        cols = self._cols[at]
+        if every:
+            return cols
+        miss = ~hit
+        fresh = np.sort(q[miss])
+        if len(fresh) > 1:
+            fresh = fresh[np.concatenate(([True], fresh[1:] != fresh[:-1]))]
+        if fresh[0] < 0 or fresh[-1] >= 2**32:
+            raise ValueError("ids must be in [0, 2^32)")
+        n = len(self)
+        self._insert(fresh, np.arange(n, n + len(fresh)))
+        cols[miss] = n + fresh.searchsorted(q[miss])
+        return cols
+
+    def _insert(self, fresh: np.ndarray, cols: np.ndarray) -> None:
+        """Merge ascending ``fresh`` ids (none present) and their columns: O(seen + fresh)."""
+        if len(fresh) <= _FEW:  # an event's new words: splice slices (one copy, few calls)
+            ids, idx, prev = [], [], 0
+            for j, at in enumerate(self._ids.searchsorted(fresh).tolist()):
+                ids += [self._ids[prev:at], fresh[j:j + 1]]
+                idx += [self._cols[prev:at], cols[j:j + 1]]
+                prev = at
+            self._ids = np.concatenate([*ids, self._ids[prev:]])
+            self._cols = np.concatenate([*idx, self._cols[prev:]])
+            return
+        dest = self._ids.searchsorted(fresh) + np.arange(len(fresh))
+        old = np.ones(len(self._ids) + len(fresh), bool)
+        old[dest] = False
+        ids, idx = np.empty(len(old), np.int64), np.empty(len(old), np.int64)
+        ids[dest], idx[dest] = fresh, cols
+        ids[old], idx[old] = self._ids, self._cols
+        self._ids, self._cols = ids, idx
 
     @classmethod
     def from_sorted(cls, ids: np.ndarray) -> IdIndex:
         """An index of ascending unique ``ids`` whose columns are 0, 1, 2, … in that order."""
+        ids = np.asarray(ids, np.int64).reshape(-1)
+        if np.any(np.diff(ids) <= 0) or (len(ids) and (ids[0] < 0 or ids[-1] >= 2**32)):
+            raise ValueError("ids must be ascending, unique and in [0, 2^32)")
         ix = cls()
-        ix._ids = np.asarray(ids).astype(ID_DTYPE)
-        if np.any(np.diff(ix._ids.astype(np.int64)) <= 0):
-            raise ValueError("ids must be ascending and unique")
-        ix._cols = np.arange(len(ix._ids), dtype=np.int64)
+        ix._ids = np.append(ids, _SENTINEL)
+        ix._cols = np.append(np.arange(len(ids), dtype=np.int64), -1)
         return ix
 
     @property
@@ -112,9 +152,10 @@ class SparseCounts:
         if extra > 0:
             self._table = np.vstack([self._table, np.zeros((extra, self._table.shape[1]))])
 
-    def columns(self, ids: np.ndarray) -> np.ndarray:
-        """Columns of ``ids``, adding unseen ones (and room for them)."""
-        cols = self.index.add(ids)
+    def columns(self, ids: np.ndarray, found: tuple | None = None) -> np.ndarray:
+        """Columns of ``ids``, adding unseen ones (and room for them); ``found`` as in
+        :meth:`IdIndex.add`."""
+        cols = self.index.add(ids, found)
         need = len(self.index)
         cap = self._table.shape[1]
         if need > cap:
@@ -129,9 +170,8 @@ class SparseCounts:
         cols = self.columns(ids)
         np.add.at(self._table.reshape(-1), rows * self._table.shape[1] + cols, vals)
 
-    def add_row(self, row: int, ids: np.ndarray, weight: float) -> None:
-        """Add ``weight`` once per occurrence of each id to class ``row``."""
-        cols = self.columns(ids)
+    def add_row(self, row: int, cols: np.ndarray, weight: float) -> None:
+        """Add ``weight`` once per occurrence of each column (from :meth:`columns`) to class ``row``."""
         np.add.at(self._table[row], cols, weight)
 
     def gather(self, ids: np.ndarray) -> np.ndarray:
