@@ -56,10 +56,11 @@ class TokenTable:
 
     def _counts_of(self, ids: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
         """(which ids count at prediction — None for all —, their counts (classes, kept))."""
-        cols = self.table.index.lookup(ids)
+        found = self._find(ids)
         if self.vocab_size is None:  # tokens never seen in training are ignored
-            keep = cols >= 0
-            return keep, self.table.gather_columns(cols[keep])
+            keep = None if found[2] else found[1]
+            return keep, self.table.gather_columns(self.table.index.known(found))
+        cols = self.table.index.lookup(ids)
         counts = self.table.gather_columns(np.maximum(cols, 0)) if len(self.table) else \
             np.zeros((len(self.totals), len(cols)))
         counts[:, cols < 0] = 0.0
@@ -73,9 +74,12 @@ class TokenTable:
     def _add(self, cls: np.ndarray, buckets: np.ndarray, vals: np.ndarray, positive) -> None:
         """Add ``vals`` at (class, id) in stream order; ids with a positive value become seen
         (the others add 0: nothing to store)."""
-        if not np.all(positive):
+        if np.count_nonzero(positive) == len(positive):
+            cols = self.table.columns(buckets, self._find(buckets))
+        else:
             cls, buckets, vals = cls[positive], buckets[positive], vals[positive]
-        self.table.add(cls, buckets, vals)
+            cols = self.table.columns(buckets)
+        self.table.add_columns(cls, cols, vals)
         self._cache.clear()
 
     def learn(self, batch: Batch, rows: np.ndarray, w: np.ndarray, raw: np.ndarray | None = None) -> None:
@@ -88,16 +92,16 @@ class TokenTable:
     def learn_buckets(self, c: int, buckets: np.ndarray, w: float) -> None:
         """One event of plain tokens (value 1 each) for class ``c``: the same additions, in the
         same order, as :meth:`learn` makes for it, without building a batch."""
-        self.table.add_row(c, self.table.columns(buckets, self._plain_find(buckets)), w)
+        self.table.add_row(c, self.table.columns(buckets, self._find(buckets)), w)
         total = float(self.totals[c])
         for _ in range(len(buckets)):
             total += w  # one addition per occurrence, as np.add.at does in learn()
         self.totals[c] = total
         self._cache.clear()
 
-    def _plain_find(self, buckets: np.ndarray) -> tuple:
-        """:meth:`IdIndex.find` of one event's ids; a prequential learn right after predicting
-        the same event (same array, no id added since) reuses it."""
+    def _find(self, buckets: np.ndarray) -> tuple:
+        """:meth:`IdIndex.find` of a batch's (or one event's) ids; a prequential learn right after
+        predicting the same ids (the same array, no id added since) reuses it."""
         last = self._last_lookup
         if last is not None and last[0] is buckets and last[1] == len(self.table):
             return last[2]
@@ -204,7 +208,7 @@ class Multinomial(TokenTable):
         if self.m is not None or scale != 1.0 or self.alpha <= 0:
             return super().score_buckets(buckets, scale)
         if self.vocab_size is None:
-            logs = self.table.gather_columns(self.table.index.known(self._plain_find(buckets)))
+            logs = self.table.gather_columns(self.table.index.known(self._find(buckets)))
         else:
             _, logs = self._counts_of(buckets)
         n = logs.shape[1]

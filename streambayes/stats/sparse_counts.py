@@ -84,27 +84,34 @@ class IdIndex:
         if every:
             return cols
         miss = ~hit
-        fresh = np.sort(q[miss])
-        if len(fresh) > 1:
-            fresh = fresh[np.concatenate(([True], fresh[1:] != fresh[:-1]))]
+        new = q[miss]
+        n = len(self)
+        if len(new) <= _FEW:  # an event's new words: a few scalars, one splice
+            few = sorted(set(new.tolist()))
+            if few[0] < 0 or few[-1] >= 2**32:
+                raise ValueError("ids must be in [0, 2^32)")
+            self._splice(few, n)
+            cols[miss] = n + np.searchsorted(few, new)
+            return cols
+        fresh = np.unique(new)
         if fresh[0] < 0 or fresh[-1] >= 2**32:
             raise ValueError("ids must be in [0, 2^32)")
-        n = len(self)
         self._insert(fresh, np.arange(n, n + len(fresh)))
-        cols[miss] = n + fresh.searchsorted(q[miss])
+        cols[miss] = n + fresh.searchsorted(new)
         return cols
+
+    def _splice(self, few: list[int], n: int) -> None:
+        """Insert a few ascending new ids (columns ``n, n + 1, …``) by joining slices."""
+        ids, idx, prev = [], [], 0
+        for j, at in enumerate(self._ids.searchsorted(few).tolist()):
+            ids += [self._ids[prev:at], [few[j]]]
+            idx += [self._cols[prev:at], [n + j]]
+            prev = at
+        self._ids = np.concatenate([*ids, self._ids[prev:]])
+        self._cols = np.concatenate([*idx, self._cols[prev:]])
 
     def _insert(self, fresh: np.ndarray, cols: np.ndarray) -> None:
         """Merge ascending ``fresh`` ids (none present) and their columns: O(seen + fresh)."""
-        if len(fresh) <= _FEW:  # an event's new words: splice slices (one copy, few calls)
-            ids, idx, prev = [], [], 0
-            for j, at in enumerate(self._ids.searchsorted(fresh).tolist()):
-                ids += [self._ids[prev:at], fresh[j:j + 1]]
-                idx += [self._cols[prev:at], cols[j:j + 1]]
-                prev = at
-            self._ids = np.concatenate([*ids, self._ids[prev:]])
-            self._cols = np.concatenate([*idx, self._cols[prev:]])
-            return
         dest = self._ids.searchsorted(fresh) + np.arange(len(fresh))
         old = np.ones(len(self._ids) + len(fresh), bool)
         old[dest] = False
@@ -167,7 +174,10 @@ class SparseCounts:
 
     def add(self, rows: np.ndarray, ids: np.ndarray, vals: np.ndarray) -> None:
         """Add ``vals`` at (row, id) in the given order (ids become seen)."""
-        cols = self.columns(ids)
+        self.add_columns(rows, self.columns(ids), vals)
+
+    def add_columns(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray) -> None:
+        """Add ``vals`` at (row, column) in the given order (columns from :meth:`columns`)."""
         np.add.at(self._table.reshape(-1), rows * self._table.shape[1] + cols, vals)
 
     def add_row(self, row: int, cols: np.ndarray, weight: float) -> None:

@@ -34,6 +34,8 @@ def test_index_agrees_with_a_dict_of_first_appearance():
 def test_index_refuses_ids_outside_32_bits():
     with pytest.raises(ValueError, match="2\\^32"):
         IdIndex().add(np.array([3, 2**32], np.int64))
+    with pytest.raises(ValueError, match="2\\^32"):
+        IdIndex().add(np.arange(2**32 - 20, 2**32 + 20))  # many new ids at once
     with pytest.raises(ValueError, match="ascending"):
         IdIndex.from_sorted(np.array([5, 5]))
 
