@@ -323,6 +323,9 @@ def sparse_from_state(state: dict, n_classes: int, n_features: int) -> SparseCou
         counts = counts[:, ids]
     else:
         raise ModelError(f"token state: counts of shape {counts.shape} without 'cols'")
+    if counts.size != n_classes * len(ids):
+        raise ModelError(f"token state: counts of shape {counts.shape} for {n_classes} classes "
+                         f"and {len(ids)} ids")
     counts = counts.reshape(n_classes, len(ids))
     if len(ids) and (ids.min() < 0 or ids.max() >= n_features):
         raise ModelError(f"token state: ids outside [0, {n_features})")

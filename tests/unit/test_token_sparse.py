@@ -198,3 +198,15 @@ def test_sms_multinomial_state_is_small():
     state_bytes = sum(a.nbytes for a in m.to_state()["components"][0].values() if isinstance(a, np.ndarray))
     assert m._components[0].n_seen > 5000
     assert m.memory_bytes() < 2 * 2**20 and state_bytes < 2**20  # dense: 16 MiB per class
+
+
+def test_a_token_state_that_does_not_add_up_is_refused():
+    from streambayes.errors import ModelError
+
+    state = _old_state()
+    state["components"][0]["counts"] = state["components"][0]["counts"][:, :9]
+    with pytest.raises(ModelError, match="9"):
+        model_from_state(state)
+    state["components"][0] = {k: v for k, v in _old_state()["components"][0].items() if k != "cols"}
+    with pytest.raises(ModelError, match="without 'cols'"):
+        model_from_state(state)
