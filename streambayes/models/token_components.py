@@ -1,22 +1,25 @@
 """Likelihood components over hashed tokens: multinomial, Bernoulli, complement.
 
-Each keeps a dense (classes × 2^k) table of weighted counts, the per-class totals and
-the set of buckets ever seen. The vocabulary ``V`` in the smoothing denominator is the
-number of buckets seen so far, as in Mitchell's Table 6.2 ((n_k + 1) / (n + |Vocabulary|))
-and River; tokens never seen in training are ignored at prediction. Give ``vocab_size``
-to smooth over a fixed feature space instead (scikit-learn's convention).
+Each keeps weighted counts per (class, token id) for the ids seen so far only (a
+:class:`~streambayes.stats.SparseCounts`: memory grows with the vocabulary, not with the
+2^k hash space) and the per-class totals. The vocabulary ``V`` in the smoothing denominator
+is the number of ids seen so far (learned with a positive value), as in Mitchell's Table 6.2
+((n_k + 1) / (n + |Vocabulary|)) and River; tokens never seen in training are ignored at
+prediction. Give ``vocab_size`` to smooth over a fixed feature space instead (scikit-learn's
+convention).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from streambayes.errors import ModelError
 from streambayes.features import Batch, FeatureHasher, SparseRows, fold_fields
-from streambayes.stats import lidstone_log, m_estimate_log
+from streambayes.stats import SparseCounts, lidstone_log, m_estimate_log
 
 
 class TokenTable:
-    """Counts per (class, bucket), class totals, and which buckets were ever seen."""
+    """Counts per (class, seen token id), class totals; the seen ids are the vocabulary."""
 
     kind = "token"
 
@@ -25,15 +28,19 @@ class TokenTable:
         self.n_features, self.alpha, self.fold = n_features, alpha, fold
         self.vocab_size, self.m = vocab_size, m
         self.hasher = FeatureHasher(n_features)
-        self.counts = np.zeros((0, 0))  # (classes, n_features) once the first token arrives
+        self.table = SparseCounts()  # (classes, ids seen so far), grows with the data
         self.totals = np.zeros(0)
-        self.seen = np.zeros(n_features, bool)
-        self.n_seen = 0
         self._cache: dict = {}
+        self._last_lookup: tuple | None = None
 
     def params(self) -> dict:
         return {"n_features": self.n_features, "alpha": self.alpha, "fold": self.fold,
                 "vocab_size": self.vocab_size, "m": self.m}
+
+    @property
+    def n_seen(self) -> int:
+        """Ids ever learned with a positive value (zero-weight events included), as before."""
+        return len(self.table)
 
     @property
     def vocabulary(self) -> int:
@@ -47,32 +54,32 @@ class TokenTable:
         if self.fold and (batch.numeric or batch.categorical):
             self.entries(batch)
 
-    def _allocate(self) -> None:
-        """The dense (classes, n_features) table, made when the first token arrives (a model that
-        never sees text — e.g. ``nb`` on categorical data — never pays for it)."""
-        if not self.counts.shape[1]:
-            self.counts = np.zeros((len(self.totals), self.n_features))
-
-    def _gather(self, idx: np.ndarray) -> np.ndarray:
-        """Counts of the buckets ``idx`` for every class (a new array)."""
-        if not self.counts.shape[1]:
-            return np.zeros((len(self.totals), len(idx)))
-        return self.counts.take(idx, axis=1)
+    def _counts_of(self, ids: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+        """(which ids count at prediction — None for all —, their counts (classes, kept))."""
+        found = self._find(ids)
+        if self.vocab_size is None:  # tokens never seen in training are ignored
+            keep = None if found[2] else found[1]
+            return keep, self.table.gather_columns(self.table.index.known(found))
+        cols = self.table.index.lookup(ids)
+        counts = self.table.gather_columns(np.maximum(cols, 0)) if len(self.table) else \
+            np.zeros((len(self.totals), len(cols)))
+        counts[:, cols < 0] = 0.0
+        return None, counts
 
     def grow_classes(self, k: int) -> None:
-        extra = k - len(self.totals)
-        self.counts = np.vstack([self.counts, np.zeros((extra, self.counts.shape[1]))])
-        self.totals = np.pad(self.totals, (0, extra))
+        self.table.grow_classes(k)
+        self.totals = np.pad(self.totals, (0, k - len(self.totals)))
         self._cache.clear()
 
     def _add(self, cls: np.ndarray, buckets: np.ndarray, vals: np.ndarray, positive) -> None:
-        """Add ``vals`` at (class, bucket) in stream order and mark the buckets seen."""
-        if len(buckets):
-            self._allocate()
-            np.add.at(self.counts.reshape(-1), cls * self.n_features + buckets, vals)
-        fresh = np.unique(buckets[positive & ~self.seen[buckets]])
-        self.seen[fresh] = True
-        self.n_seen += len(fresh)
+        """Add ``vals`` at (class, id) in stream order; ids with a positive value become seen
+        (the others add 0: nothing to store)."""
+        if np.count_nonzero(positive) == len(positive):
+            cols = self.table.columns(buckets, self._find(buckets))
+        else:
+            cls, buckets, vals = cls[positive], buckets[positive], vals[positive]
+            cols = self.table.columns(buckets)
+        self.table.add_columns(cls, cols, vals)
         self._cache.clear()
 
     def learn(self, batch: Batch, rows: np.ndarray, w: np.ndarray, raw: np.ndarray | None = None) -> None:
@@ -85,44 +92,42 @@ class TokenTable:
     def learn_buckets(self, c: int, buckets: np.ndarray, w: float) -> None:
         """One event of plain tokens (value 1 each) for class ``c``: the same additions, in the
         same order, as :meth:`learn` makes for it, without building a batch."""
-        if len(buckets):
-            self._allocate()
-            np.add.at(self.counts[c], buckets, w)
+        self.table.add_row(c, self.table.columns(buckets, self._find(buckets)), w)
         total = float(self.totals[c])
         for _ in range(len(buckets)):
             total += w  # one addition per occurrence, as np.add.at does in learn()
         self.totals[c] = total
-        fresh = buckets[~self.seen[buckets]]
-        if len(fresh):
-            fresh = np.unique(fresh)
-            self.seen[fresh] = True
-            self.n_seen += len(fresh)
         self._cache.clear()
+
+    def _find(self, buckets: np.ndarray) -> tuple:
+        """:meth:`IdIndex.find` of a batch's (or one event's) ids; a prequential learn right after
+        predicting the same ids (the same array, no id added since) reuses it."""
+        last = self._last_lookup
+        if last is not None and last[0] is buckets and last[1] == len(self.table):
+            return last[2]
+        found = self.table.index.find(buckets)
+        self._last_lookup = (buckets, len(self.table), found)
+        return found
 
     def score_buckets(self, buckets: np.ndarray, scale: float) -> np.ndarray:
         """Per-class log-likelihood of one event of plain tokens."""
-        if self.vocab_size is None:
-            buckets = buckets[self.seen[buckets]]
-        if not len(buckets) or self.vocabulary == 0:
+        _, counts = self._counts_of(buckets)
+        if not counts.shape[1] or self.vocabulary == 0:
             return np.zeros(len(self.totals))
-        return self.entry_scores(buckets, scale).sum(axis=1) + self._const(scale)
+        return self.entry_scores(counts, scale).sum(axis=1) + self._const(scale)
 
     def _const(self, scale: float):
         const = self.row_constant(scale)
         return 0.0 if const is None else const
 
     def scale(self, factor: float) -> None:
-        self.counts *= factor
+        self.table.scale(factor)
         self.totals *= factor
         self._cache.clear()
 
     def merge(self, other: TokenTable, class_map: np.ndarray, factor: float) -> None:
-        if other.counts.shape[1]:
-            self._allocate()
-            np.add.at(self.counts, class_map, other.counts * factor)
+        self.table.merge(other.table, class_map, factor)
         np.add.at(self.totals, class_map, other.totals * factor)
-        self.seen |= other.seen
-        self.n_seen = int(np.count_nonzero(self.seen))
         self._cache.clear()
 
     def _smoothed_log(self, counts: np.ndarray, totals: np.ndarray, n_values: int) -> np.ndarray:
@@ -130,16 +135,9 @@ class TokenTable:
             return m_estimate_log(counts, totals, self.m, 1.0 / max(n_values, 1))
         return lidstone_log(counts, totals, n_values, self.alpha)
 
-    def _known(self, sr: SparseRows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(rows, buckets, values) of the entries that count at prediction."""
-        r, idx, vals = sr.row_ids(), sr.indices, sr.values
-        if self.vocab_size is None:
-            keep = self.seen[idx]
-            r, idx, vals = r[keep], idx[keep], vals[keep]
-        return r, idx, vals
-
-    def entry_scores(self, idx: np.ndarray, scale: float) -> np.ndarray:
-        """Per-class score of one occurrence of each bucket, shape (classes, len(idx))."""
+    def entry_scores(self, counts: np.ndarray, scale: float) -> np.ndarray:
+        """Per-class score of one occurrence of each id whose counts are ``counts``
+        (classes, m), shape (classes, m)."""
         raise NotImplementedError
 
     def row_constant(self, scale: float) -> np.ndarray | None:
@@ -151,8 +149,12 @@ class TokenTable:
         out = np.zeros((batch.n, k))
         if self.vocabulary == 0:
             return out
-        r, idx, vals = self._known(self._presence(batch))
-        contrib = self.entry_scores(idx, scale) * vals
+        sr = self._presence(batch)
+        r, vals = sr.row_ids(), sr.values
+        keep, counts = self._counts_of(sr.indices)
+        if keep is not None:
+            r, vals = r[keep], vals[keep]
+        contrib = self.entry_scores(counts, scale) * vals
         for j in range(k):
             out[:, j] = np.bincount(r, contrib[j], minlength=batch.n)
         const = self.row_constant(scale)
@@ -169,8 +171,9 @@ class TokenTable:
                              strict=True))
         sr = self._presence(batch)  # Bernoulli's reorders and collapses entries: name by bucket
         names = [by_bucket[b] for b in sr.indices.tolist()]
-        keep = self.seen[sr.indices] if self.vocab_size is None else np.ones(len(names), bool)
-        scores = self.entry_scores(sr.indices[keep], scale) * sr.values[keep]
+        keep, counts = self._counts_of(sr.indices)
+        keep = np.ones(len(names), bool) if keep is None else keep
+        scores = self.entry_scores(counts, scale) * sr.values[keep]
         totals: dict[str, np.ndarray] = {}
         for name, col in zip(np.array(names, dtype=object)[keep], scores.T, strict=True):
             totals[name] = totals[name] + col if name in totals else col
@@ -181,24 +184,19 @@ class TokenTable:
         return out
 
     def to_state(self) -> dict:
-        cols = np.flatnonzero(self.seen)
-        return {"params": self.params(), "cols": cols, "counts": self.counts[:, cols].copy(),
-                "totals": self.totals.copy()}
+        """Only the seen ids (ascending) and their counts: ``cols`` (n,), ``counts`` (classes, n)."""
+        return {"params": self.params(), "cols": self.table.index.ids.astype(np.int64),
+                "counts": self.table.sorted_counts(), "totals": self.totals.copy()}
 
     @classmethod
     def from_state(cls, state: dict) -> TokenTable:
         t = cls(**state["params"])
-        totals = np.array(state["totals"], np.float64)
-        cols = np.asarray(state["cols"], np.int64)
-        t.counts = np.zeros((len(totals), t.n_features if len(cols) else 0))
-        t.counts[:, cols] = state["counts"]
-        t.totals = totals
-        t.seen[cols] = True
-        t.n_seen = len(cols)
+        t.totals = np.array(state["totals"], np.float64)
+        t.table = sparse_from_state(state, len(t.totals), t.n_features)
         return t
 
     def memory_bytes(self) -> int:
-        return self.counts.nbytes + self.totals.nbytes + self.seen.nbytes
+        return self.table.nbytes + self.totals.nbytes
 
 
 class Multinomial(TokenTable):
@@ -210,19 +208,19 @@ class Multinomial(TokenTable):
         if self.m is not None or scale != 1.0 or self.alpha <= 0:
             return super().score_buckets(buckets, scale)
         if self.vocab_size is None:
-            buckets = buckets[self.seen[buckets]]
-        if not len(buckets):
+            logs = self.table.gather_columns(self.table.index.known(self._find(buckets)))
+        else:
+            _, logs = self._counts_of(buckets)
+        n = logs.shape[1]
+        if not n:
             return np.zeros(len(self.totals))
         a = self.alpha
-        logs = self._gather(buckets)
         logs += a
         np.log(logs, out=logs)
-        return np.add.reduce(logs, axis=1) - len(buckets) * np.log(self.totals + a * self.vocabulary)
+        return np.add.reduce(logs, axis=1) - n * np.log(self.totals + a * self.vocabulary)
 
-    def entry_scores(self, idx: np.ndarray, scale: float) -> np.ndarray:
-        num = self._smoothed_log(self._gather(idx) * scale, (self.totals * scale)[:, None],
-                                 self.vocabulary)
-        return num
+    def entry_scores(self, counts: np.ndarray, scale: float) -> np.ndarray:
+        return self._smoothed_log(counts * scale, (self.totals * scale)[:, None], self.vocabulary)
 
 
 class Bernoulli(TokenTable):
@@ -256,16 +254,16 @@ class Bernoulli(TokenTable):
             log_den = np.log(docs + 2 * a)
             return np.log(df + a) - log_den, np.log(docs + a - df) - log_den
 
-    def entry_scores(self, idx: np.ndarray, scale: float) -> np.ndarray:
-        log_p, log_q = self._probs(self._gather(idx) * scale, (self.totals * scale)[:, None])
+    def entry_scores(self, counts: np.ndarray, scale: float) -> np.ndarray:
+        log_p, log_q = self._probs(counts * scale, (self.totals * scale)[:, None])
         return log_p - log_q
 
     def row_constant(self, scale: float) -> np.ndarray:
+        """``Σ_w log(1 - P(w | c))`` over the seen ids, in ascending id order: O(seen ids)."""
         key = ("absent", scale)
         if key not in self._cache:
             docs = self.totals * scale
-            cols = np.flatnonzero(self.seen)
-            _, log_q = self._probs(self._gather(cols) * scale, docs[:, None])
+            _, log_q = self._probs(self.table.sorted_counts() * scale, docs[:, None])
             const = log_q.sum(axis=1)
             if self.vocab_size is not None:  # never-seen words of a fixed vocabulary
                 const += (self.vocab_size - self.n_seen) * self._probs(0.0, docs)[1]
@@ -299,19 +297,42 @@ class Complement(TokenTable):
     def _normaliser(self, scale: float) -> np.ndarray:
         key = ("norm", scale)
         if key not in self._cache:
-            cols = np.flatnonzero(self.seen)
-            total = self._log_theta(self._gather(cols), scale).sum(axis=1)
+            total = self._log_theta(self.table.sorted_counts(), scale).sum(axis=1)
             if self.vocab_size is not None:
                 zero = np.zeros((len(self.totals), 1))
                 total += (self.vocab_size - self.n_seen) * self._log_theta(zero, scale)[:, 0]
             self._cache[key] = total
         return self._cache[key]
 
-    def entry_scores(self, idx: np.ndarray, scale: float) -> np.ndarray:
-        log_theta = self._log_theta(self._gather(idx), scale)
+    def entry_scores(self, counts: np.ndarray, scale: float) -> np.ndarray:
+        log_theta = self._log_theta(counts, scale)
         if self.norm:
             return log_theta / self._normaliser(scale)[:, None]
         return -log_theta
+
+
+def sparse_from_state(state: dict, n_classes: int, n_features: int) -> SparseCounts:
+    """The seen-id counts of a token state: ``cols`` (ids) and ``counts`` (classes, len(cols)) as
+    written by every release, or a dense ``counts`` (classes, n_features) without ``cols``,
+    converted to its nonzero columns."""
+    counts = np.asarray(state["counts"], np.float64)
+    if "cols" in state:
+        ids = np.asarray(state["cols"], np.int64).reshape(-1)
+    elif counts.ndim == 2 and counts.shape[1] == n_features:
+        ids = np.flatnonzero(counts.any(axis=0))
+        counts = counts[:, ids]
+    else:
+        raise ModelError(f"token state: counts of shape {counts.shape} without 'cols'")
+    if counts.size != n_classes * len(ids):
+        raise ModelError(f"token state: counts of shape {counts.shape} for {n_classes} classes "
+                         f"and {len(ids)} ids")
+    counts = counts.reshape(n_classes, len(ids))
+    if len(ids) and (ids.min() < 0 or ids.max() >= n_features):
+        raise ModelError(f"token state: ids outside [0, {n_features})")
+    order = np.argsort(ids, kind="stable")  # ascending already when written by us
+    if np.any(np.diff(ids[order]) == 0):
+        raise ModelError("token state: repeated ids")
+    return SparseCounts.from_sorted(ids[order], counts[:, order])
 
 
 def _entry_names(batch: Batch, fold: bool) -> list[str]:

@@ -5,7 +5,8 @@ from streambayes.stats.gaussian import GaussianSummaries
 from streambayes.stats.index import ValueIndex
 from streambayes.stats.pairs import PairCounts
 from streambayes.stats.smoothing import class_prior_log, lidstone_log, log_normalize, m_estimate_log
+from streambayes.stats.sparse_counts import IdIndex, SparseCounts
 from streambayes.stats.weights import event_weights
 
-__all__ = ["Forgetting", "GaussianSummaries", "PairCounts", "ValueIndex", "class_prior_log",
-           "event_weights", "lidstone_log", "log_normalize", "m_estimate_log"]
+__all__ = ["Forgetting", "GaussianSummaries", "IdIndex", "PairCounts", "SparseCounts", "ValueIndex",
+           "class_prior_log", "event_weights", "lidstone_log", "log_normalize", "m_estimate_log"]
