@@ -20,6 +20,13 @@
   ``--loss``/``--reject`` are not given.
 - ``STREAMBAYES_KAFKA_GROUP``: consumer group of ``predict`` (and of ``learn``'s lag-only
   offset commits); default ``streambayes-predict`` / ``streambayes-learn``.
+- ``STREAMBAYES_MAX_RESIDENT`` (default 10,000) and ``STREAMBAYES_MAX_RESIDENT_MB`` (default
+  1024): per-key models kept live by ``--per-key`` runs, by count and by MiB (live models plus
+  spilled states held in memory); past either, the least recently used models spill to
+  ``DIR/spill`` next to the snapshots (a temporary directory for ``replay``) and come back on
+  demand. ``--max-resident`` / ``--max-resident-mb`` override them.
+- ``STREAMBAYES_MAX_KEYS`` (default 1,000,000): keys a per-key model ever learns; an event of a
+  new key past it is a dead letter with reason ``limit`` (the model is left unchanged).
 
 >>> Settings(offline=True, data="/tmp/data").offline
 True
@@ -68,6 +75,10 @@ class Settings(BaseSettings):
 
     loss: dict[str, dict[str, float]] | None = None  # STREAMBAYES_LOSS='{"spam": {"ham": 10}}'
     reject: float | None = None  # STREAMBAYES_REJECT: the cost of answering "unsure"
+
+    max_resident: int = Field(default=10_000, ge=1)  # STREAMBAYES_MAX_RESIDENT: live per-key models
+    max_resident_mb: float = Field(default=1024.0, gt=0)  # STREAMBAYES_MAX_RESIDENT_MB: their MiB
+    max_keys: int = Field(default=1_000_000, ge=1)  # STREAMBAYES_MAX_KEYS: per-key keys ever learned
 
     def kafka_security(self) -> dict[str, Any]:
         """The connection options that are set, in neutral names (each backend maps them).

@@ -8,7 +8,7 @@ count-based models the result equals one learner trained on all partitions, exac
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,9 +54,15 @@ def latest_all(stores: Sequence[BaseSnapshotStore]) -> list[Snapshot] | None:
     return snaps
 
 
-def merge_snapshots(snaps: Sequence[Snapshot]) -> Merged:
-    """One learner from shard snapshots; refuses different models or overlapping partitions."""
-    from streambayes.models import model_from_state
+def merge_snapshots(snaps: Sequence[Snapshot],
+                    restore: Callable[[Snapshot], Any] | None = None) -> Merged:
+    """One learner from shard snapshots; refuses different models or overlapping partitions.
+
+    ``restore`` builds each snapshot's learner (default: per-key learners read their spill files
+    from the snapshot's directory, read-only)."""
+    from streambayes.runtime.spill import restore_model
+
+    restore = restore or restore_model
 
     if not snaps:
         raise SnapshotError("no snapshots to merge")
@@ -75,10 +81,10 @@ def merge_snapshots(snaps: Sequence[Snapshot]) -> Merged:
                         f"{snap.id}; merging would count its events twice")
                 owner[where] = snap.id
                 positions.setdefault(topic, {})[partition] = offset
-    model = model_from_state(snaps[0].state)
+    model = restore(snaps[0])
     for snap in snaps[1:]:
         try:
-            model.merge(model_from_state(snap.state))
+            model.merge(restore(snap))
         except ModelError as exc:
             raise SnapshotError(f"cannot merge snapshot {snap.id}: {exc}") from None
     return Merged(model, snaps[0].model, positions, sum(s.events for s in snaps),
