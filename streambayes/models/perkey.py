@@ -28,10 +28,13 @@ Bounds (each with its behaviour at the bound):
 - ``max_resident``: live per-key learners; past it the least recently used one *spills* (its
   ``to_state()`` goes to the spill store) and comes back on demand, unchanged.
 - ``max_resident_bytes``: bytes of the live learners (each learner's ``memory_bytes()``, the
-  sum of its arrays' ``nbytes``) plus the bytes the spill store holds in memory; past it least
-  recently used learners spill. The learner in use always stays live, so a single learner larger
-  than the bound is the most memory ever held. A *new* key whose fresh learner would not fit
-  next to the spilled states held in memory is refused (:class:`~streambayes.errors.LimitError`).
+  sum of its arrays' ``nbytes``, plus :data:`MODEL_OVERHEAD` for its Python objects) plus the
+  bytes the spill store holds in memory; past it least
+  recently used learners spill. The learner in use always stays live, so the bound holds within
+  one learner (a single learner larger than the bound is the most ever held). New keys are
+  refused (:class:`~streambayes.errors.LimitError`) when the spilled states held in memory
+  leave no room for two learners (a new one and the one it displaces) of the largest size seen.
+  A disk spill store holds nothing in memory: then only the live learners count.
 - ``max_keys`` (default 1,000,000): keys ever learned; an event of a new key past it is refused
   with :class:`~streambayes.errors.LimitError` before anything changes (the stream runtime makes
   it a dead letter with reason ``limit``).
@@ -65,6 +68,8 @@ from streambayes.models.perkey_spill import MemorySpillStore, SpillStore
 from streambayes.stats import log_normalize
 
 DEFAULT_MAX_KEYS = 1_000_000
+#: Bytes counted per live learner besides its arrays (its Python objects; ~3 KB for catnb).
+MODEL_OVERHEAD = 4096
 
 
 class PerKeyModel:
@@ -90,7 +95,7 @@ class PerKeyModel:
         self._resident_bytes = 0
         self._clean: set[str] = set()  # resident keys whose spilled copy is up to date
         self._n_labels: dict[str, int] = {}
-        self._fresh_bytes: int | None = None
+        self._largest = 0  # bytes of the largest learner seen (fresh ones included)
 
     def set_bounds(self, max_resident: int | None, max_resident_bytes: int | None,
                    max_keys: int | None) -> None:
@@ -188,9 +193,10 @@ class PerKeyModel:
         return model if model is not None else self._load(key, self._spill)
 
     def _measure(self, key: str) -> None:
-        size = self._resident[key].memory_bytes()
+        size = self._resident[key].memory_bytes() + MODEL_OVERHEAD
         self._resident_bytes += size - self._sizes.get(key, 0)
         self._sizes[key] = size
+        self._largest = max(self._largest, size)
 
     def _dirty(self, key: str) -> None:
         """``key``'s live learner changed: its spilled copy (if any) is stale."""
@@ -224,13 +230,14 @@ class PerKeyModel:
             raise LimitError(f"per-key limit: {len(self._n_labels)} keys learned, max_keys is "
                              f"{self.max_keys}; new key {new[0]!r} refused")
         if self.max_resident_bytes is not None:
-            if self._fresh_bytes is None:
-                self._fresh_bytes = self._new_model().memory_bytes()
-            held = self._spill.memory_bytes()
-            if held + self._fresh_bytes > self.max_resident_bytes:
+            if not self._largest:
+                self._largest = self._new_model().memory_bytes() + MODEL_OVERHEAD
+            held, need = self._spill.memory_bytes(), 2 * self._largest
+            if held + need > self.max_resident_bytes:
                 raise LimitError(f"per-key limit: spilled states hold {held} bytes in memory, a new "
-                                 f"learner needs {self._fresh_bytes}, max_resident_bytes is "
-                                 f"{self.max_resident_bytes}; new key {new[0]!r} refused")
+                                 f"learner needs {need} with room for the one it displaces, "
+                                 f"max_resident_bytes is {self.max_resident_bytes}; new key "
+                                 f"{new[0]!r} refused")
 
     # -- learning -------------------------------------------------------------------------
     def featurize(self, xs: Sequence[Mapping]) -> Batch:
