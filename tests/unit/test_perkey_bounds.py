@@ -189,9 +189,9 @@ def test_a_crash_between_spills_restores_the_last_snapshot_exactly(tmp_path):
     back = restore_model(store.latest(), writable=True)
     assert np.array_equal(predictions(back, 8), predictions(reference, 8))
     # the restored learner goes on; the files of the crashed run are collected, kept ones stay
-    feed(back, xs[300:], ys[300:], keys[300:])
-    feed(reference, xs[300:], ys[300:], keys[300:])
-    for _ in range(3):
+    for lo in (300, 500, 700):
+        feed(back, xs[lo:lo + 200], ys[lo:lo + 200], keys[lo:lo + 200])
+        feed(reference, xs[lo:lo + 200], ys[lo:lo + 200], keys[lo:lo + 200])
         checkpoint(back, store, collector)
     names = {p.name for p in spill_dir.iterdir()}
     kept = set()
