@@ -83,7 +83,7 @@ class DiskSpillStore:
             return
         generation, self._next = self._next, self._next + 1
         data, _ = pack(state, snapshot_id=f"{generation:010d}", model="perkey-user",
-                       config={"key": key}, positions={}, events=0, created_at="", compress=True)
+                       config={"key": key}, positions={}, events=0, created_at="", compress=False)
         path = self.path(key, generation)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
