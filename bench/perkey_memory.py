@@ -71,10 +71,14 @@ def labels(readers: np.ndarray, groups: np.ndarray) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> dict:
+    with tempfile.TemporaryDirectory(prefix="perkey-bench-") as directory:
+        return run_in(args, Path(directory))
+
+
+def run_in(args: argparse.Namespace, spill_dir: Path) -> dict:
     texts, groups = load_posts(args.seed)
     rss_data = rss_now_mib()
     rng = np.random.default_rng(args.seed)
-    spill_dir = Path(tempfile.mkdtemp(prefix="perkey-bench-"))
     model = PerKeyModel("mnb", {"n_features": args.n_features}, max_resident=args.max_resident,
                         max_resident_bytes=int(args.max_resident_mb * MIB),
                         spill=DiskSpillStore(spill_dir / "spill"))
