@@ -79,3 +79,26 @@ def test_replay_per_key_with_a_small_cap_matches_an_unbounded_replay(tmp_path):
         reports[name] = json.loads((tmp_path / name / "metrics.json").read_text())["models"]["mnb"]
     for metric in ("events", "accuracy", "log_loss"):
         assert reports["small"][metric] == reports["big"][metric]
+
+
+def test_learn_resumes_from_a_manifest_snapshot_and_collects_old_spill_files(tmp_path):
+    full = write_events(tmp_path / "full.jsonl", n=480).read_text().splitlines(keepends=True)
+    write_events(tmp_path / "query.jsonl", n=48, labelled=False)
+    (tmp_path / "train.jsonl").write_text("".join(full[:200]))
+    args = ["learn", "--source", str(tmp_path / "train.jsonl"), "--snapshots", str(tmp_path / "r"),
+            "--model", "mnb", "--per-key", "--every", "40", "--keep", "2", "--max-resident", "3"]
+    assert main(args) == 0
+    (tmp_path / "train.jsonl").write_text("".join(full))  # more events arrive; learn again
+    assert main(args) == 0
+    out = tmp_path / "resumed.jsonl"
+    assert main(["predict", "--source", str(tmp_path / "query.jsonl"), "--sink", str(out),
+                 "--snapshots", str(tmp_path / "r"), "--per-key", "--clues", "0"]) == 0
+    resumed = {p["id"]: p["posterior"] for p in map(json.loads, out.read_text().splitlines())}
+    _, once = learn_and_predict(tmp_path, "once", ["--max-resident", "100"], [])
+    assert resumed == once
+    store = SnapshotStore(tmp_path / "r")
+    named = set()
+    for snapshot_id in store.ids():
+        state = store.load(snapshot_id).state
+        named |= {f"{k}:{g}" for k, g in zip(state["keys"], state["spill"].tolist(), strict=True)}
+    assert len(list((tmp_path / "r" / "spill").iterdir())) == len(named)  # the rest collected
