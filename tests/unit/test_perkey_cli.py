@@ -102,3 +102,23 @@ def test_learn_resumes_from_a_manifest_snapshot_and_collects_old_spill_files(tmp
         state = store.load(snapshot_id).state
         named |= {f"{k}:{g}" for k, g in zip(state["keys"], state["spill"].tolist(), strict=True)}
     assert len(list((tmp_path / "r" / "spill").iterdir())) == len(named)  # the rest collected
+
+
+def test_shards_with_spilled_learners_merge_in_predict_and_in_snapshot_merge(tmp_path):
+    lines = write_events(tmp_path / "all.jsonl", n=240).read_text().splitlines(keepends=True)
+    (tmp_path / "a.jsonl").write_text("".join(lines[:120]))
+    (tmp_path / "b.jsonl").write_text("".join(lines[120:]))
+    write_events(tmp_path / "query.jsonl", n=48, labelled=False)
+    for shard in ("a", "b"):
+        assert main(["learn", "--source", str(tmp_path / f"{shard}.jsonl"), "--snapshots",
+                     str(tmp_path / shard), "--model", "mnb", "--per-key", "--max-resident", "2"]) == 0
+    assert main(["snapshot", "merge", str(tmp_path / "a"), str(tmp_path / "b"), "--to",
+                 str(tmp_path / "m")]) == 0
+    served = {}
+    for name, dirs in (("both", f"{tmp_path / 'a'},{tmp_path / 'b'}"), ("merged", str(tmp_path / "m"))):
+        out = tmp_path / f"{name}.jsonl"
+        assert main(["predict", "--source", str(tmp_path / "query.jsonl"), "--sink", str(out),
+                     "--snapshots", dirs, "--per-key", "--clues", "0", "--max-resident", "1"]) == 0
+        served[name] = [p["posterior"] for p in map(json.loads, out.read_text().splitlines())]
+    assert served["both"] == served["merged"] and len(served["both"]) == 48
+    assert not (tmp_path / "m" / "spill").exists()  # the merged snapshot holds every learner
