@@ -68,7 +68,7 @@ class DiskSpillStore:
         self._current: dict[str, int] = {}
         self._overlay = MemorySpillStore()  # read-only mode: changed learners, compactly
         self._pending: dict[str, Path] = {}  # key -> its file written since the last flush
-        self._next = max((gen for _, gen in self._files()), default=0) + 1
+        self._next = max((gen for _, gen in self._files()), default=0) + 1 if writable else 0
 
     def __repr__(self) -> str:
         return f"DiskSpillStore({str(self.directory)!r}, writable={self.writable})"
