@@ -10,9 +10,10 @@ The design, step by step:
 1. A spill file is ``spill/<h>-<g>.sbs``: ``h`` the first 32 hex digits of the sha256 of the key
    (stable across processes and machines), ``g`` a generation number, 10 digits. Generations
    come from one counter per directory, started past the largest one on disk, so a file is
-   never overwritten: each spill of a key writes a *new* file (``O_EXCL``), and the file's
-   header names its key (a hash collision is detected, not served). A file not yet flushed
-   (step 3) that a newer spill of its key supersedes is deleted at once: no snapshot names it.
+   never overwritten once flushed (step 3): a spill of a key writes a *new* file (``O_EXCL``),
+   except that a file written since the last flush is rewritten in place (no snapshot can name
+   it yet, and this saves a create and an unlink per spill). The file's header names its key
+   (a hash collision is detected, not served).
 2. The store keeps the *current manifest* in memory: key -> generation of its newest copy.
 3. A checkpoint (``PerKeyModel.to_state``) spills every live learner changed since its last
    spill, then :meth:`DiskSpillStore.flush` fsyncs the files written since the last checkpoint
@@ -67,7 +68,7 @@ class DiskSpillStore:
         self.durable = writable
         self._current: dict[str, int] = {}
         self._overlay = MemorySpillStore()  # read-only mode: changed learners, compactly
-        self._pending: dict[str, Path] = {}  # key -> its file written since the last flush
+        self._pending: dict[str, tuple[Path, int]] = {}  # key -> file, generation since the flush
         self._next = max((gen for _, gen in self._files()), default=0) + 1 if writable else 0
 
     def __repr__(self) -> str:
@@ -81,27 +82,27 @@ class DiskSpillStore:
             self._overlay.put(key, state)
             self._current.pop(key, None)
             return
-        generation, self._next = self._next, self._next + 1
+        path, generation = self._pending.get(key) or (None, self._next)
+        if path is None:
+            path, self._next = self.path(key, generation), self._next + 1
         data, _ = pack(state, snapshot_id=f"{generation:010d}", model="perkey-user",
                        config={"key": key}, positions={}, events=0, created_at="", compress=False)
-        path = self.path(key, generation)
+        fresh = os.O_EXCL if key not in self._pending else os.O_TRUNC
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            if not self._pending:
+                self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | fresh, 0o644)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
         except OSError as exc:
             raise SnapshotError(f"cannot spill the learner of key {key!r} to {path}: {exc}") from exc
-        stale = self._pending.pop(key, None)
-        if stale is not None:  # never flushed, so no snapshot names it: superseded, delete it
-            with contextlib.suppress(FileNotFoundError):
-                stale.unlink()
-        self._pending[key] = path
+        self._pending[key] = (path, generation)
         self._current[key] = generation
 
     def get(self, key: str) -> Mapping | None:
-        if key in self._overlay.keys():
-            return self._overlay.get(key)
+        changed = self._overlay.get(key)
+        if changed is not None:
+            return changed
         generation = self._current.get(key)
         if generation is None:
             return None
@@ -128,7 +129,7 @@ class DiskSpillStore:
 
     def flush(self) -> None:
         """Make every spill so far durable: fsync the new files, then the directory."""
-        for path in self._pending.values():
+        for path, _ in self._pending.values():
             fd = os.open(path, os.O_RDONLY)
             try:
                 os.fsync(fd)

@@ -205,7 +205,9 @@ def test_a_crash_between_spills_restores_the_last_snapshot_exactly(tmp_path):
 
 def test_spill_files_are_never_overwritten_and_name_their_key(tmp_path):
     spill = DiskSpillStore(tmp_path)
-    spill.put("ann", {"a": np.arange(3)})
+    spill.put("ann", {"a": np.arange(2)})
+    spill.put("ann", {"a": np.arange(3)})  # not flushed yet: no snapshot can name it, rewritten
+    assert len(spill.files()) == 1 and spill.get("ann")["a"].tolist() == [0, 1, 2]
     spill.flush()
     first = spill.manifest()["ann"]
     spill.put("ann", {"a": np.arange(4)})
