@@ -134,6 +134,33 @@ def _add_decision_arguments(p: argparse.ArgumentParser) -> None:
                    help="cost of answering 'unsure' (the reject option; needs --loss)")
 
 
+def _megabytes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of MiB, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of MiB, got {text!r}")
+    return value
+
+
+def _add_per_key_bounds(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-resident", type=_positive_int, metavar="N",
+                   help="per-key: live models at most (least recently used spill to disk and come "
+                        "back on demand; default: STREAMBAYES_MAX_RESIDENT, 10000)")
+    p.add_argument("--max-resident-mb", type=_megabytes, metavar="M",
+                   help="per-key: MiB of live models at most (default: STREAMBAYES_MAX_RESIDENT_MB, "
+                        "1024)")
+
+
+def _per_key_bounds(args: argparse.Namespace, settings: Settings) -> dict[str, int]:
+    """``--max-resident``/``--max-resident-mb`` over the settings, and ``STREAMBAYES_MAX_KEYS``."""
+    count = args.max_resident if args.max_resident is not None else settings.max_resident
+    mib = args.max_resident_mb if args.max_resident_mb is not None else settings.max_resident_mb
+    return {"max_resident": count, "max_resident_bytes": max(1, int(mib * 2**20)),
+            "max_keys": settings.max_keys}
+
+
 def _model_list(text: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(","))
     if not all(names):
@@ -178,6 +205,7 @@ def _add_learn_arguments(p: argparse.ArgumentParser) -> None:
                    help="continue a snapshot learned from another source (default: refuse)")
     p.add_argument("--no-calibration", action="store_true",
                    help="do not fit the calibration exponent the predictor serves with")
+    _add_per_key_bounds(p)
     _add_record_arguments(p)
 
 
@@ -199,6 +227,9 @@ def _add_predict_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--raw", action="store_true",
                    help="serve the model's raw posteriors, not the snapshot's calibrated ones")
     _add_decision_arguments(p)
+    p.add_argument("--per-key", action="store_true",
+                   help="the snapshots must hold a per-key model (learned with 'learn --per-key')")
+    _add_per_key_bounds(p)
     _add_record_arguments(p)
 
 
@@ -257,6 +288,7 @@ def _add_replay_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--label-delay", type=_count, metavar="N",
                    help="labels arrive N events after their event (as spam reports do); adds "
                         "sliding-window and fading accuracy and ADWIN drift points")
+    _add_per_key_bounds(p)
 
 
 def _run_replay(args: argparse.Namespace, settings: Settings) -> int:
@@ -271,7 +303,7 @@ def _run_replay(args: argparse.Namespace, settings: Settings) -> int:
         limit=args.limit, batch_size=args.batch_size, positive=args.positive,
         dead_letter=args.dead_letter, report=args.report, network=args.network,
         loss=_loss_matrix(args, settings), per_key=args.per_key,
-        label_delay=args.label_delay)
+        label_delay=args.label_delay, **_per_key_bounds(args, settings))
     replay_file(job, settings=settings)
     return 0
 
@@ -330,7 +362,8 @@ def _run_learn(args: argparse.Namespace, settings: Settings) -> int:
                    text_field=args.text_field, key_field=args.key_field, batch_size=args.batch_size,
                    follow=args.follow, network=args.network, keep=args.keep,
                    new_source=args.new_source, per_key=args.per_key,
-                   calibrate=not args.no_calibration)
+                   calibrate=not args.no_calibration,
+                   **_per_key_bounds(args, settings))
     _logging()
     with _stop_on_signals() as stop, _stopped_quietly(stop):
         stats = run_learn(job, settings, stop)
@@ -349,7 +382,8 @@ def _run_predict(args: argparse.Namespace, settings: Settings) -> int:
                      label_field=args.label_field, text_field=args.text_field,
                      key_field=args.key_field, batch_size=args.batch_size, clues=args.clues,
                      follow=args.follow, reload_seconds=args.reload_seconds,
-                     loss=_loss_matrix(args, settings), calibrated=not args.raw)
+                     loss=_loss_matrix(args, settings), calibrated=not args.raw,
+                     per_key=args.per_key, **_per_key_bounds(args, settings))
     _logging()
     with _stop_on_signals() as stop, _stopped_quietly(stop):
         stats = run_predict(job, settings, stop)

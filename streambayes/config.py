@@ -45,6 +45,13 @@
   ``STREAMBAYES_MAX_ABS_NUMBER`` (1e100, at most 1e100), ``STREAMBAYES_MAX_FEATURES`` (1000),
   ``STREAMBAYES_MAX_TEXT_CHARS`` (100000), ``STREAMBAYES_MAX_STRING_CHARS`` (1000),
   ``STREAMBAYES_MAX_WEIGHT`` (1000, at most 1e12).
+- ``STREAMBAYES_MAX_RESIDENT`` (default 10,000) and ``STREAMBAYES_MAX_RESIDENT_MB`` (default
+  1024): per-key models kept live by ``--per-key`` runs, by count and by MiB (live models plus
+  spilled states held in memory); past either, the least recently used models spill to
+  ``DIR/spill`` next to the snapshots (a temporary directory for ``replay``) and come back on
+  demand. ``--max-resident`` / ``--max-resident-mb`` override them.
+- ``STREAMBAYES_MAX_KEYS`` (default 1,000,000): keys a per-key model ever learns; an event of a
+  new key past it is a dead letter with reason ``limit`` (the model is left unchanged).
 
 >>> Settings(offline=True, data="/tmp/data").offline
 True
@@ -105,6 +112,9 @@ class Settings(BaseSettings):
     snapshot_key: SecretStr | None = None  # STREAMBAYES_SNAPSHOT_KEY: HMAC-sign and check snapshots
     snapshot_max_bytes: int = Field(default=4 * 2**30, gt=0)
     snapshot_max_ratio: float = Field(default=100.0, ge=1)
+    max_resident: int = Field(default=10_000, ge=1)  # STREAMBAYES_MAX_RESIDENT: live per-key models
+    max_resident_mb: float = Field(default=1024.0, gt=0)  # STREAMBAYES_MAX_RESIDENT_MB: their MiB
+    max_keys: int = Field(default=1_000_000, ge=1)  # STREAMBAYES_MAX_KEYS: per-key keys ever learned
 
     def kafka_security(self) -> dict[str, Any]:
         """The connection options that are set, in neutral names (each backend maps them).

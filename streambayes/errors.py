@@ -9,6 +9,10 @@ class FeatureError(StreambayesError, ValueError):
     """An event field cannot be turned into features (names the field and the value's type)."""
 
 
+class LimitError(FeatureError):
+    """A bound of the model was reached; the event is refused unchanged."""
+
+
 class ModelError(StreambayesError, ValueError):
     """A learner was misused: unknown model name, incompatible merge, bad parameter or state."""
 

@@ -23,8 +23,25 @@ scaled-down global counts are swamped by ``α·V`` unless ``β`` is set in token
 events. Interpolating posteriors works for every learner and is cheap; it is the Jelinek-Mercer
 form of back-off, applied to log-posteriors.
 
-At most ``max_resident`` per-key learners are kept live (least recently used first out); the
-others are kept as their ``to_state()`` dicts, restored on demand, and written into the snapshot.
+Bounds (each with its behaviour at the bound):
+
+- ``max_resident``: live per-key learners; past it the least recently used one *spills* (its
+  ``to_state()`` goes to the spill store) and comes back on demand, unchanged.
+- ``max_resident_bytes``: bytes of the live learners (each learner's ``memory_bytes()``, the
+  sum of its arrays' ``nbytes``, plus :data:`MODEL_OVERHEAD` for its Python objects) plus the
+  bytes the spill store holds in memory; past it least
+  recently used learners spill. The learner in use always stays live, so the bound holds within
+  one learner (a single learner larger than the bound is the most ever held). New keys are
+  refused (:class:`~streambayes.errors.LimitError`) when the spilled states held in memory
+  leave no room for two learners (a new one and the one it displaces) of the largest size seen.
+  A disk spill store holds nothing in memory: then only the live learners count.
+- ``max_keys`` (default 1,000,000): keys ever learned; an event of a new key past it is refused
+  with :class:`~streambayes.errors.LimitError` before anything changes (the stream runtime makes
+  it a dead letter with reason ``limit``).
+
+The spill store (:mod:`.perkey_spill`) is in memory and compact by default; the runtime gives a
+versioned disk store (:mod:`streambayes.runtime.spill`) whose snapshot holds a manifest only.
+Spilling and restoring never change a prediction: a learner comes back from its exact state.
 
 >>> m = PerKeyModel("mnb")
 >>> sport, money = {"text": "goal striker league"}, {"text": "stocks market rates"}
@@ -45,9 +62,15 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from streambayes.errors import FeatureError, ModelError
-from streambayes.features import Batch, SparseRows
+from streambayes.errors import LimitError, ModelError
+from streambayes.features import Batch
+from streambayes.models.perkey_rows import _check_keys, _groups, _take
+from streambayes.models.perkey_spill import MemorySpillStore, SpillStore
 from streambayes.stats import log_normalize
+
+DEFAULT_MAX_KEYS = 1_000_000
+#: Bytes counted per live learner besides its arrays (its Python objects; ~3 KB for catnb).
+MODEL_OVERHEAD = 4096
 
 
 class PerKeyModel:
@@ -56,25 +79,41 @@ class PerKeyModel:
     name = "perkey"
 
     def __init__(self, base: str = "mnb", base_params: Mapping | None = None, backoff: float = 20.0,
-                 max_resident: int | None = None, positive: str = "interesting") -> None:
+                 max_resident: int | None = None, positive: str = "interesting",
+                 max_resident_bytes: int | None = None, max_keys: int | None = DEFAULT_MAX_KEYS,
+                 spill: SpillStore | None = None) -> None:
         if not backoff >= 0:
             raise ModelError(f"backoff must be >= 0 (events of global prior), got {backoff}")
-        if max_resident is not None and max_resident < 1:
-            raise ModelError(f"max_resident must be >= 1 or None (unbounded), got {max_resident}")
         self.base = base
         self.base_params = dict(base_params) if base_params is not None else {}
         self.backoff = backoff
-        self.max_resident = max_resident
         self.positive = positive
+        self.set_bounds(max_resident, max_resident_bytes, max_keys)
         self._global = self._new_model()
+        self._spill: SpillStore = spill if spill is not None else MemorySpillStore()
         self._resident: OrderedDict[str, object] = OrderedDict()  # least recently used first
-        self._evicted: dict[str, dict] = {}  # key -> to_state() of a learner not kept live
+        self._sizes: dict[str, int] = {}  # resident key -> memory_bytes() of its learner
+        self._resident_bytes = 0
+        self._clean: set[str] = set()  # resident keys whose spilled copy is up to date
         self._n_labels: dict[str, int] = {}
+        self._largest = 0  # bytes of the largest learner seen (fresh ones included)
+
+    def set_bounds(self, max_resident: int | None, max_resident_bytes: int | None,
+                   max_keys: int | None) -> None:
+        """Change the memory bounds (they shape no prediction); applied at the next access."""
+        for name, value in (("max_resident", max_resident), ("max_resident_bytes", max_resident_bytes),
+                            ("max_keys", max_keys)):
+            if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
+                raise ModelError(f"{name} must be an integer >= 1 or None (unbounded), got {value!r}")
+        self.max_resident = None if max_resident is None else int(max_resident)
+        self.max_resident_bytes = None if max_resident_bytes is None else int(max_resident_bytes)
+        self.max_keys = None if max_keys is None else int(max_keys)
 
     # -- hyperparameters ------------------------------------------------------------------
     def params(self) -> dict:
         return {"base": self.base, "base_params": dict(self.base_params), "backoff": self.backoff,
-                "max_resident": self.max_resident, "positive": self.positive}
+                "max_resident": self.max_resident, "positive": self.positive,
+                "max_resident_bytes": self.max_resident_bytes, "max_keys": self.max_keys}
 
     def clone(self) -> PerKeyModel:
         return type(self)(**self.params())
@@ -89,6 +128,10 @@ class PerKeyModel:
     def global_model(self):
         """The learner of every key's events (read it, do not train it directly)."""
         return self._global
+
+    @property
+    def spill_store(self) -> SpillStore:
+        return self._spill
 
     @property
     def classes(self) -> list:
@@ -108,12 +151,17 @@ class PerKeyModel:
         """The live learners' keys, least recently used first."""
         return list(self._resident)
 
+    @property
+    def resident_bytes(self) -> int:
+        """Bytes of the live per-key learners (not the global one)."""
+        return self._resident_bytes
+
     def n_labels(self, key: str) -> int:
         """Events learned for ``key`` (0 for an unknown key)."""
         return self._n_labels.get(key, 0)
 
     def user_model(self, key: str):
-        """The learner of ``key`` (restored if it was evicted), or None for an unknown key."""
+        """The learner of ``key`` (brought back if it was spilled), or None for an unknown key."""
         return self._model(key, create=False)
 
     def _model(self, key: str, create: bool):
@@ -121,18 +169,76 @@ class PerKeyModel:
         if model is not None:
             self._resident.move_to_end(key)
             return model
-        if key in self._evicted:
-            model = type(self._global).from_state(self._evicted.pop(key))
+        if key in self._n_labels:
+            model = self._load(key, self._spill)
+            self._clean.add(key)
         elif create:
             model = self._new_model()
-            self._n_labels.setdefault(key, 0)
+            self._n_labels[key] = 0
         else:
             return None
         self._resident[key] = model
-        while self.max_resident is not None and len(self._resident) > self.max_resident:
-            old_key, old = self._resident.popitem(last=False)
-            self._evicted[old_key] = old.to_state()
+        self._measure(key)
+        self._enforce()
         return model
+
+    def _load(self, key: str, spill: SpillStore):
+        state = spill.get(key)
+        if state is None:
+            raise ModelError(f"the learner of key {key!r} is neither live nor in {spill!r}")
+        return type(self._global).from_state(state)
+
+    def _peek(self, key: str):
+        """The learner of a known ``key`` without touching the LRU order or the spill store."""
+        model = self._resident.get(key)
+        return model if model is not None else self._load(key, self._spill)
+
+    def _measure(self, key: str) -> None:
+        size = self._resident[key].memory_bytes() + MODEL_OVERHEAD
+        self._resident_bytes += size - self._sizes.get(key, 0)
+        self._sizes[key] = size
+        self._largest = max(self._largest, size)
+
+    def _dirty(self, key: str) -> None:
+        """``key``'s live learner changed: its spilled copy (if any) is stale."""
+        if key in self._clean:
+            self._clean.discard(key)
+            if not self._spill.durable:
+                self._spill.delete(key)  # free it now; a durable copy may be in a snapshot
+        self._measure(key)
+
+    def _over(self) -> bool:
+        if self.max_resident is not None and len(self._resident) > self.max_resident:
+            return True
+        return self.max_resident_bytes is not None and \
+            self._resident_bytes + self._spill.memory_bytes() > self.max_resident_bytes
+
+    def _enforce(self) -> None:
+        """Spill least recently used learners until within the bounds (the last one stays)."""
+        while len(self._resident) > 1 and self._over():
+            key, model = self._resident.popitem(last=False)
+            if key not in self._clean:
+                self._spill.put(key, model.to_state())
+            self._clean.discard(key)
+            self._resident_bytes -= self._sizes.pop(key)
+
+    def _admit(self, keys) -> None:
+        """LimitError, before anything changes, when the new ones among ``keys`` do not fit."""
+        new = [key for key in dict.fromkeys(keys) if key not in self._n_labels]
+        if not new:
+            return
+        if self.max_keys is not None and len(self._n_labels) + len(new) > self.max_keys:
+            raise LimitError(f"per-key limit: {len(self._n_labels)} keys learned, max_keys is "
+                             f"{self.max_keys}; new key {new[0]!r} refused")
+        if self.max_resident_bytes is not None:
+            if not self._largest:
+                self._largest = self._new_model().memory_bytes() + MODEL_OVERHEAD
+            held, need = self._spill.memory_bytes(), 2 * self._largest
+            if held + need > self.max_resident_bytes:
+                raise LimitError(f"per-key limit: spilled states hold {held} bytes in memory, a new "
+                                 f"learner needs {need} with room for the one it displaces, "
+                                 f"max_resident_bytes is {self.max_resident_bytes}; new key "
+                                 f"{new[0]!r} refused")
 
     # -- learning -------------------------------------------------------------------------
     def featurize(self, xs: Sequence[Mapping]) -> Batch:
@@ -146,6 +252,7 @@ class PerKeyModel:
         """Learn each event in its key's learner and in the global learner (keys required)."""
         batch = self._batch(X)
         keys = _check_keys(keys, batch.n, "learning")
+        self._admit(keys)
         y = y if isinstance(y, list) else list(y)
         self._global.learn_many(batch, y, w)  # validates labels and weights before any key learns
         weights = None if w is None else np.asarray(w, np.float64)
@@ -154,6 +261,8 @@ class PerKeyModel:
             self._model(key, create=True).learn_many(
                 part, [y[i] for i in rows], None if weights is None else weights[rows])
             self._n_labels[key] += len(rows)
+            self._dirty(key)
+            self._enforce()
 
     def learn_one(self, x: Mapping, y, w: float = 1.0, key: str | None = None) -> None:
         self.learn_many([x], [y], [w], keys=[key])
@@ -215,48 +324,78 @@ class PerKeyModel:
     # -- merge and state ------------------------------------------------------------------
     def merge(self, other: PerKeyModel) -> None:
         """Add ``other``'s statistics (a disjoint stream) key by key, and globally; ``other`` is
-        only read (its evicted learners are restored into copies)."""
+        only read (its spilled learners are brought back as copies). LimitError, before anything
+        changes, when ``other``'s new keys pass ``max_keys``."""
         mine, theirs = self.params(), other.params() if isinstance(other, PerKeyModel) else None
         if type(other) is not type(self) or _statistical(theirs) != _statistical(mine):
             raise ModelError(f"cannot merge {type(other).__name__} {theirs} into {mine}: type and "
-                             "parameters must match (max_resident may differ)")
+                             "parameters must match (the memory bounds may differ)")
+        self._admit(other._n_labels)
         self._global.merge(other._global)
         for key, n in other._n_labels.items():
-            theirs = other._resident.get(key)
-            if theirs is None:
-                theirs = type(other._global).from_state(other._evicted[key])
-            self._model(key, create=True).merge(theirs)
+            self._model(key, create=True).merge(other._peek(key))
             self._n_labels[key] += n
+            self._dirty(key)
+            self._enforce()
 
     def to_state(self) -> dict:
-        """Every key's learner (resident or not), the global learner, and the LRU order."""
-        users = []
-        for key, n in self._n_labels.items():
-            model = self._resident.get(key)
-            state = model.to_state() if model is not None else self._evicted[key]
-            users.append({"key": key, "n_labels": n, "state": state})
-        return {"model": self.name, "params": self.params(), "global": self._global.to_state(),
-                "users": users, "resident": list(self._resident)}
+        """Every key's learner, the global learner, and the LRU order.
+
+        With a durable spill store every changed live learner is spilled first (it stays live)
+        and the state holds the store's manifest instead of the learners' states."""
+        head = {"model": self.name, "params": self.params(), "global": self._global.to_state()}
+        if not self._spill.durable:
+            users = [{"key": key, "n_labels": n, "state": self._peek(key).to_state()}
+                     if key in self._resident and key not in self._clean else
+                     {"key": key, "n_labels": n, "state": self._spill.get(key)}
+                     for key, n in self._n_labels.items()]
+            return {**head, "users": users, "resident": list(self._resident)}
+        for key, model in self._resident.items():
+            if key not in self._clean:
+                self._spill.put(key, model.to_state())
+                self._clean.add(key)
+        self._spill.flush()
+        manifest = self._spill.manifest()
+        keys = list(self._n_labels)
+        return {**head, "keys": keys, "n_labels": np.array(list(self._n_labels.values()), np.int64),
+                "spill": np.array([manifest[k] for k in keys], np.int64),
+                "resident": list(self._resident)}
 
     @classmethod
-    def from_state(cls, state: Mapping) -> PerKeyModel:
+    def from_state(cls, state: Mapping, spill: SpillStore | None = None) -> PerKeyModel:
+        """The model of ``state``; a state holding a spill manifest needs its durable ``spill``
+        store (only the manifest is loaded: the learners come back on demand)."""
         if state.get("model") != cls.name:
             raise ModelError(f"state is for model {state.get('model')!r}, not {cls.name!r}")
-        model = cls(**state["params"])
+        model = cls(**state["params"], spill=spill)
         model._global = type(model._global).from_state(state["global"])
-        by_key = {}
+        if "spill" in state:
+            load = getattr(spill, "load_manifest", None)
+            if load is None:
+                raise ModelError("this per-key state keeps its learners in a spill store's files "
+                                 "(a manifest); restore it with that store")
+            keys = [str(k) for k in state["keys"]]
+            counts, gens = np.asarray(state["n_labels"]), np.asarray(state["spill"])
+            if not len(keys) == len(counts) == len(gens):
+                raise ModelError("per-key state: keys, n_labels and spill manifest differ in length")
+            model._n_labels = dict(zip(keys, counts.tolist(), strict=True))
+            load(dict(zip(keys, gens.tolist(), strict=True)))
+            return model
+        resident, live = set(state["resident"]), {}
         for user in state["users"]:
             model._n_labels[user["key"]] = int(user["n_labels"])
-            by_key[user["key"]] = user["state"]
-        resident = set(state["resident"])
-        model._evicted = {k: s for k, s in by_key.items() if k not in resident}
+            if user["key"] in resident:
+                live[user["key"]] = user["state"]
+            else:
+                model._spill.put(user["key"], user["state"])
         for key in state["resident"]:
-            model._resident[key] = type(model._global).from_state(by_key[key])
+            model._resident[key] = type(model._global).from_state(live[key])
+            model._measure(key)
+            model._enforce()
         return model
 
     def memory_bytes(self) -> int:
-        evicted = sum(_nbytes(s) for s in self._evicted.values())
-        return self._global.memory_bytes() + sum(m.memory_bytes() for m in self._resident.values()) + evicted
+        return self._global.memory_bytes() + self._resident_bytes + self._spill.memory_bytes()
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(base={self.base!r}, keys={len(self._n_labels)}, "
@@ -273,53 +412,9 @@ def positive_log_odds(log_proba: np.ndarray, classes: Sequence, positive) -> np.
     return log_proba[:, j] - np.logaddexp.reduce(np.delete(log_proba, j, axis=1), axis=1)
 
 
-def _check_keys(keys, n: int, doing: str) -> list[str]:
-    """The keys as a list of non-empty str, one per event, or FeatureError naming the event."""
-    if keys is None:
-        raise FeatureError(f"per-key {doing} needs a key for every event; no keys were given")
-    keys = list(keys)
-    if len(keys) != n:
-        raise ModelError(f"per-key {doing} got {n} events but {len(keys)} keys")
-    for i, key in enumerate(keys):
-        if key is None or key == "":
-            raise FeatureError(f"per-key {doing} needs a key for every event; event {i} has none")
-        if not isinstance(key, str):
-            raise FeatureError(f"per-key {doing}: event {i} has key {key!r} of type "
-                               f"{type(key).__name__}, expected str")
-    return keys
-
-
-def _groups(keys: list[str]) -> list[tuple[str, np.ndarray]]:
-    """(key, its event indices in stream order), keys in first-seen order."""
-    rows: dict[str, list[int]] = {}
-    for i, key in enumerate(keys):
-        rows.setdefault(key, []).append(i)
-    return [(key, np.array(idx, np.int64)) for key, idx in rows.items()]
-
-
-def _take(batch: Batch, rows: np.ndarray) -> Batch:
-    """The events ``rows`` of ``batch`` (in that order) as a batch of their own."""
-    ip = batch.tokens.indptr
-    lengths = ip[rows + 1] - ip[rows]
-    indptr = np.zeros(len(rows) + 1, np.int64)
-    np.cumsum(lengths, out=indptr[1:])
-    pos = np.repeat(ip[rows] - indptr[:-1], lengths) + np.arange(indptr[-1], dtype=np.int64)
-    tokens = SparseRows(indptr, batch.tokens.indices[pos], batch.tokens.values[pos])
-    return Batch(len(rows), tokens, {k: c[rows] for k, c in batch.categorical.items()},
-                 {k: c[rows] for k, c in batch.numeric.items()},
-                 None if batch.words is None else [batch.words[i] for i in rows])
-
-
 def _statistical(params: dict | None) -> dict | None:
-    """The parameters that shape predictions (``max_resident`` only bounds memory)."""
-    return None if params is None else {k: v for k, v in params.items() if k != "max_resident"}
+    """The parameters that shape predictions (the bounds only bound memory)."""
+    return None if params is None else {k: v for k, v in params.items() if k not in _BOUNDS}
 
 
-def _nbytes(state) -> int:
-    if isinstance(state, np.ndarray):
-        return state.nbytes
-    if isinstance(state, Mapping):
-        return sum(_nbytes(v) for v in state.values())
-    if isinstance(state, list):
-        return sum(_nbytes(v) for v in state)
-    return 0
+_BOUNDS = frozenset({"max_resident", "max_resident_bytes", "max_keys"})

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from streambayes.config import Settings
-from streambayes.errors import BrokerError, FeatureError, UsageError
+from streambayes.errors import BrokerError, FeatureError, LimitError, UsageError
 from streambayes.runtime.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.events import DeadLetter
 from streambayes.runtime.limits import RecordLimits
@@ -36,7 +36,7 @@ from streambayes.runtime.shards import store_options
 from streambayes.runtime.sinks import Sink
 from streambayes.runtime.sources import FileSource, Format, Positions, Source
 from streambayes.snapshot import SnapshotStore
-from streambayes.snapshot.store import BaseSnapshotStore, SnapshotInfo
+from streambayes.snapshot.store import BaseSnapshotStore, Snapshot, SnapshotInfo
 
 logger = logging.getLogger(__name__)
 IDLE_POLL_SECONDS = 0.5
@@ -64,6 +64,9 @@ class LearnJob:
     per_key: bool = False  # one model per event key, backed off to a global model
     new_source: bool = False  # continue a snapshot learned from another source
     calibrate: bool = True  # fit the served calibration exponent prequentially
+    max_resident: int | None = None  # --per-key: live per-key learners (the rest spill to disk)
+    max_resident_bytes: int | None = None  # --per-key: bytes of the live per-key learners
+    max_keys: int | None = None  # --per-key: keys ever learned (new keys past it: dead letters)
 
 
 @dataclass
@@ -148,6 +151,8 @@ class LearnLoop:
         clock: Callable[[], float] = time.monotonic,
         new_source: bool = False,
         calibrate: bool = True,
+        restore_model: Callable[[Snapshot], Any] | None = None,
+        on_checkpoint: Callable[[SnapshotInfo, Mapping[str, Any]], None] | None = None,
     ) -> None:
         if every < 1 or batch_size < 1 or every_seconds <= 0:
             raise UsageError("--every, --every-seconds and the batch size must be positive")
@@ -167,6 +172,8 @@ class LearnLoop:
         self.new_source = new_source
         self.calibrate = calibrate
         self.calibrator: Any = None
+        self.restore_model = restore_model  # None: model_from_state(snapshot.state)
+        self.on_checkpoint = on_checkpoint  # after each snapshot write (e.g. spill collection)
         self.stats = LearnStats()
         self.model: Any = None
         self.events_total = 0
@@ -176,8 +183,9 @@ class LearnLoop:
     def restore(self) -> None:
         """Load the newest good snapshot (or start fresh) and seek the source to its positions."""
         from streambayes.models import model_from_state
+        from streambayes.runtime.spill import check_build
 
-        snap = self.store.latest(model_from_state)  # newest whose state rebuilds; bad ones skipped
+        snap = self.store.latest(check_build)  # newest whose state rebuilds; bad ones skipped
         if snap is None:
             self.model = self.make_model()
             self.model_name = self.model_name or self.model.name
@@ -193,7 +201,8 @@ class LearnLoop:
                 f"{self.store}: snapshot {snap.id} was learned from {', '.join(snap.positions)}, "
                 f"not {topic}; reading it would add its events on top (give the same --source "
                 "as before, or --new-source to continue this model on another stream)")
-        self.model = snap.learner
+        self.model = snap.learner if snap.learner is not None else \
+            self.restore_model(snap) if self.restore_model else model_from_state(snap.state)
         self.model_name = snap.model
         self.events_total = snap.events
         self._positions = snap.positions
@@ -268,7 +277,8 @@ class LearnLoop:
                     self._learn_batch([d])
                     learned += 1
                 except FeatureError as exc:  # refused before anything changed
-                    self._dead(dead_letter(d.record, "bad_feature", str(exc)))
+                    reason = "limit" if isinstance(exc, LimitError) else "bad_feature"
+                    self._dead(dead_letter(d.record, reason, str(exc)))
                 except Exception as exc:  # noqa: BLE001 (a learner bug must not stop the stream)
                     logger.exception("learner failed on %s@%d", d.record.topic, d.record.offset)
                     self._dead(dead_letter(d.record, "model_error", f"{type(exc).__name__}: {exc}"))
@@ -311,14 +321,17 @@ class LearnLoop:
         if self.dead_letters is not None:
             self.dead_letters[0].flush()
         positions = merge_positions(self._positions, self.source.positions())
+        state = self.model.to_state()
         config = self.config
         if self.calibrator is not None:
             from streambayes.runtime.calibrate import CONFIG_KEY, to_config
 
             config = {**config, CONFIG_KEY: to_config(self.calibrator)}
-        info = self.store.write(self.model.to_state(), model=self.model_name, positions=positions,
+        info = self.store.write(state, model=self.model_name, positions=positions,
                                 events=self.events_total, config=config)
         self._positions = positions
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(info, state)
         self.stats.snapshots.append(info)
         self._unsaved = 0
         commit = getattr(self.source, "commit", None)
@@ -332,6 +345,7 @@ def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = 
     """Build the source, decoder, store and sinks of ``job`` and run the loop until done."""
     from streambayes.runtime.connect import open_sink, open_source
     from streambayes.runtime.replay import build_models
+    from streambayes.runtime.spill import SPILL_DIR, new_per_key, spill_hooks
 
     stop = stop or threading.Event()
     source = open_source(job.source, settings, role="learn", partitions=job.partitions,
@@ -344,11 +358,12 @@ def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = 
 
         def make() -> Any:
             if job.per_key:
-                from streambayes.models.perkey import PerKeyModel
-
                 build_models([name or "nb"], job.network, job.label_field)  # checks the name
-                return PerKeyModel(base=name or "nb")
+                return new_per_key(name or "nb", per_key_bounds(job), spill_dir)
             return build_models([name or "nb"], job.network, job.label_field)[name or "nb"]
+
+        spill_dir = job.snapshots / SPILL_DIR
+        restore, on_checkpoint = spill_hooks(store, spill_dir, per_key_bounds(job))
 
         config = {"source": job.source, "partitions": list(job.partitions or []) or None,
                   "label_field": job.label_field, "format": decoder.format}
@@ -356,7 +371,8 @@ def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = 
                          dead_letters=dead, every=job.every,
                          every_seconds=job.every_seconds, batch_size=job.batch_size,
                          stop_at_end=isinstance(source, FileSource) and not job.follow, stop=stop,
-                         config=config, new_source=job.new_source, calibrate=job.calibrate)
+                         config=config, new_source=job.new_source, calibrate=job.calibrate,
+                         restore_model=restore, on_checkpoint=on_checkpoint)
         return loop.run()
     finally:
         source.close()
@@ -377,3 +393,9 @@ def _decoder(source: Source, job: LearnJob | Any, require_label: bool = True,
     return Decoder(fmt, label_field=job.label_field, text_field=job.text_field,
                    key_field=job.key_field, header=header, require_label=require_label,
                    limits=limits)
+
+
+def per_key_bounds(job: Any) -> dict[str, int | None]:
+    """The per-key memory bounds of a learn/predict/replay job (None: unbounded)."""
+    return {"max_resident": job.max_resident, "max_resident_bytes": job.max_resident_bytes,
+            "max_keys": job.max_keys}

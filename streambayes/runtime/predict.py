@@ -22,6 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,10 @@ class PredictJob:
     wait_seconds: float | None = None  # for the first snapshot; None: forever (Kafka), 0 (file)
     loss: Any = None  # a streambayes.decide.LossMatrix; None: the most probable class
     calibrated: bool = True  # serve with the snapshot's calibration exponent when it has one
+    per_key: bool = False  # the snapshots must hold a per-key model
+    max_resident: int | None = None  # per-key: live learners (the rest read from spill files)
+    max_resident_bytes: int | None = None  # per-key: bytes of the live learners
+    max_keys: int | None = None  # per-key: not used by prediction (it creates no key)
 
 
 @dataclass
@@ -74,8 +79,11 @@ class PredictStats:
 class ModelWatcher:
     """The served learner: the newest snapshot of each store, merged; reloaded when one changes."""
 
-    def __init__(self, stores: Sequence[BaseSnapshotStore]) -> None:
+    def __init__(self, stores: Sequence[BaseSnapshotStore],
+                 restore: Callable[[Any], Any] | None = None, per_key: bool = False) -> None:
         self.stores = list(stores)
+        self.restore = restore  # snapshot -> learner (None: merge_snapshots' default)
+        self.per_key = per_key  # refuse a model that is not per-key
         self.current: Merged | None = None
         self._seen: tuple[str | None, ...] = ()
 
@@ -95,7 +103,10 @@ class ModelWatcher:
             ids = tuple(s.id for s in snaps)
             if self.current is not None and ids == self.current.ids:
                 return False  # the newer file was corrupt; its predecessor is already served
-            merged = merge_snapshots(snaps)
+            merged = merge_snapshots(snaps, self.restore)
+            if self.per_key and not is_per_key(merged.model):
+                raise UsageError(f"--per-key: snapshot {merged.label} holds model {merged.name!r}, "
+                                 "not a per-key model (learn it with 'learn --per-key')")
         except SnapshotError as exc:
             if self.current is None:
                 raise
@@ -317,8 +328,9 @@ def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | Non
                 group_options: dict[str, Any] | None = None) -> PredictStats:
     """Build the parts of ``job`` and serve until the source ends (files) or ``stop`` is set."""
     from streambayes.runtime.connect import open_sink, open_source
-    from streambayes.runtime.learn import _decoder
+    from streambayes.runtime.learn import _decoder, per_key_bounds
     from streambayes.runtime.limits import RecordLimits
+    from streambayes.runtime.spill import restore_model
 
     stop = stop or threading.Event()
     if not job.snapshots:
@@ -334,7 +346,9 @@ def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | Non
         dead = open_sink(job.dead_letter, settings, stop=stop) if job.dead_letter else None
         wait = job.wait_seconds if job.wait_seconds is not None else (0.0 if is_file else None)
         try:
-            loop = PredictLoop(source, decoder, ModelWatcher(stores), sink, dead_letters=dead,
+            restore = partial(restore_model, bounds=per_key_bounds(job))
+            watcher = ModelWatcher(stores, restore, per_key=job.per_key)
+            loop = PredictLoop(source, decoder, watcher, sink, dead_letters=dead,
                                batch_size=job.batch_size, clues=job.clues,
                                reload_seconds=job.reload_seconds, wait_seconds=wait,
                                stop_at_end=is_file and not job.follow, stop=stop, loss=job.loss,

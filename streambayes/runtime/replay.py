@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,8 +131,11 @@ class KeyedLearner:
         self.inner.learn_many(batch, y, w, keys=keys)
 
 
-def per_key_models(names: Sequence[str], backoff: float = 20.0) -> dict[str, Learner]:
-    """One backed-off per-key learner for each model name (``bn`` is not supported per key)."""
+def per_key_models(names: Sequence[str], backoff: float = 20.0,
+                   bounds: Mapping[str, int | None] | None = None,
+                   spill_dir: Path | None = None) -> dict[str, Learner]:
+    """One backed-off per-key learner for each model name (``bn`` is not supported per key);
+    with ``spill_dir`` the learners past ``bounds`` spill to files under ``spill_dir/NAME``."""
     from streambayes.models import MODEL_NAMES
     from streambayes.models.perkey import PerKeyModel
 
@@ -142,7 +146,13 @@ def per_key_models(names: Sequence[str], backoff: float = 20.0) -> dict[str, Lea
         if name not in MODEL_NAMES or name == "bn":
             valid = ", ".join(n for n in MODEL_NAMES if n != "bn")
             raise UsageError(f"model {name!r} cannot run per key (valid: {valid})")
-        models[name] = KeyedLearner(PerKeyModel(base=name, backoff=backoff))
+        spill = None
+        if spill_dir is not None:
+            from streambayes.runtime.spill import DiskSpillStore
+
+            spill = DiskSpillStore(spill_dir / name)
+        models[name] = KeyedLearner(PerKeyModel(base=name, backoff=backoff, spill=spill,
+                                                **(bounds or {})))
     return models
 
 
@@ -243,16 +253,34 @@ class FileReplay:
     loss: Any = None  # a streambayes.decide.LossMatrix
     per_key: bool = False  # one model per event key, backed off to a global model
     label_delay: int | None = None  # labels arrive this many events after their event
+    max_resident: int | None = None  # --per-key: live per-key learners (the rest spill to disk)
+    max_resident_bytes: int | None = None  # --per-key: bytes of the live per-key learners
+    max_keys: int | None = None  # --per-key: keys ever learned (new keys past it: dead letters)
 
 
 def replay_file(job: FileReplay, console: Console | None = None,
                 progress: bool | None = None, settings: Settings | None = None) -> ReplayResult:
     """Replay a file or a Kafka range, print the summary, and write the report when asked."""
     console = console or Console(width=None if sys.stdout.isatty() else 140)  # files: no wrapping
-    models = per_key_models(job.models) if job.per_key else \
-        build_models(job.models, job.network, job.label_field)
     if job.limit is not None and job.limit < 0:
         raise UsageError(f"--limit must be >= 0, got {job.limit}")
+    with ExitStack() as stack:
+        models = _replay_models(job, stack)
+        return _replay_with(job, models, console, progress, settings)
+
+
+def _replay_models(job: FileReplay, stack: ExitStack) -> dict[str, Learner]:
+    """The models of ``job``; per-key ones spill to a temporary directory removed at the end."""
+    if not job.per_key:
+        return build_models(job.models, job.network, job.label_field)
+    from streambayes.runtime.learn import per_key_bounds
+
+    spill = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="streambayes-spill-")))
+    return per_key_models(job.models, bounds=per_key_bounds(job), spill_dir=spill)
+
+
+def _replay_with(job: FileReplay, models: dict[str, Learner], console: Console,
+                 progress: bool | None, settings: Settings | None) -> ReplayResult:
     settings = settings or Settings()
     with _open(job, settings) as source:
         fmt, header = (source.format, source.header) if isinstance(source, FileSource) else \

@@ -8,7 +8,7 @@ count-based models the result equals one learner trained on all partitions, exac
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,22 +55,29 @@ def store_options(settings: Any) -> dict[str, Any]:
 
 
 def latest_all(stores: Sequence[BaseSnapshotStore]) -> list[Snapshot] | None:
-    """The newest snapshot of every store whose state rebuilds a learner (as ``snap.learner``);
-    None while any store has none yet. Snapshots that do not rebuild are skipped (a warning)."""
-    from streambayes.models import model_from_state
+    """The newest snapshot of every store whose state rebuilds a learner (as ``snap.learner``;
+    per-key learners are built later, with their spill store); None while any store has none yet.
+    Snapshots that do not rebuild are skipped (a warning)."""
+    from streambayes.runtime.spill import check_build
 
     snaps = []
     for store in stores:
-        snap = store.latest(model_from_state)
+        snap = store.latest(check_build)
         if snap is None:
             return None
         snaps.append(snap)
     return snaps
 
 
-def merge_snapshots(snaps: Sequence[Snapshot]) -> Merged:
-    """One learner from shard snapshots; refuses different models or overlapping partitions."""
-    from streambayes.models import model_from_state
+def merge_snapshots(snaps: Sequence[Snapshot],
+                    restore: Callable[[Snapshot], Any] | None = None) -> Merged:
+    """One learner from shard snapshots; refuses different models or overlapping partitions.
+
+    ``restore`` builds each snapshot's learner (default: per-key learners read their spill files
+    from the snapshot's directory, read-only)."""
+    from streambayes.runtime.spill import restore_model
+
+    restore = restore or restore_model
 
     if not snaps:
         raise SnapshotError("no snapshots to merge")
@@ -89,10 +96,10 @@ def merge_snapshots(snaps: Sequence[Snapshot]) -> Merged:
                         f"{snap.id}; merging would count its events twice")
                 owner[where] = snap.id
                 positions.setdefault(topic, {})[partition] = offset
-    model = _learner(snaps[0], model_from_state)
+    model = _learner(snaps[0], restore)
     for snap in snaps[1:]:
         try:
-            model.merge(_learner(snap, model_from_state))
+            model.merge(_learner(snap, restore))
         except ModelError as exc:
             raise SnapshotError(f"cannot merge snapshot {snap.id}: {exc}") from None
     from streambayes.runtime.calibrate import merged
@@ -101,12 +108,13 @@ def merge_snapshots(snaps: Sequence[Snapshot]) -> Merged:
                   tuple(s.id for s in snaps), merged([s.header.get("config") for s in snaps]))
 
 
-def _learner(snap: Snapshot, build: Any) -> Any:
-    """The learner :func:`latest_all` rebuilt, else rebuilt now (a failure is a SnapshotError)."""
+def _learner(snap: Snapshot, restore: Callable[[Snapshot], Any]) -> Any:
+    """The learner :func:`latest_all` rebuilt, else ``restore`` (a per-key learner with its spill
+    store) builds it now; any failure is a SnapshotError."""
     if snap.learner is not None:
         return snap.learner
     try:
-        return build(snap.state)
+        return restore(snap)
     except Exception as exc:  # any failure to rebuild: the snapshot is bad, not the process
         raise SnapshotError(f"snapshot {snap.id} does not rebuild a model: "
                             f"{type(exc).__name__}: {exc}") from exc

@@ -359,8 +359,9 @@ def test_predict_turns_a_posterior_over_the_line_limit_into_a_dead_letter(monkey
     train.write_bytes(b"\n".join(RECORDS) + b"\n")
     assert main(["learn", "--source", str(train), "--snapshots", str(tmp_path / "s")]) == 0
     events = tmp_path / "events.jsonl"
-    events.write_text('{"id": "ok", "text": "win cash"}\n{"id": "' + "i" * 5000 + '", "text": "x"}\n')
-    monkeypatch.setenv("STREAMBAYES_SINK_MAX_LINE_BYTES", "2048")
+    # an id under the record limits (1,000 characters) whose posterior passes a 1 KiB line
+    events.write_text('{"id": "ok", "text": "win cash"}\n{"id": "' + "i" * 990 + '", "text": "x"}\n')
+    monkeypatch.setenv("STREAMBAYES_SINK_MAX_LINE_BYTES", "1024")
     status = main(["predict", "--source", str(events), "--sink", str(tmp_path / "out.jsonl"),
                    "--snapshots", str(tmp_path / "s"), "--dead-letter", str(tmp_path / "dlq.jsonl")])
     assert status == 0, capsys.readouterr().err
@@ -369,5 +370,5 @@ def test_predict_turns_a_posterior_over_the_line_limit_into_a_dead_letter(monkey
     (dead,) = (tmp_path / "dlq.jsonl").read_bytes().splitlines()
     doc = json.loads(dead)
     assert doc["source"]["offset"] == 1 and "posterior not sent" in doc["error"]
-    assert doc["truncated"] is True and len(dead) <= 2048
+    assert doc["truncated"] is True and len(dead) <= 1024
     assert "published 1 posteriors" in capsys.readouterr().out
