@@ -176,6 +176,7 @@ def _add_learn_arguments(p: argparse.ArgumentParser) -> None:
                    help="one model per event key (user), backed off to a global model")
     p.add_argument("--new-source", action="store_true",
                    help="continue a snapshot learned from another source (default: refuse)")
+    _add_bound_arguments(p)
     _add_record_arguments(p)
 
 
@@ -222,6 +223,29 @@ def _add_snapshot_arguments(p: argparse.ArgumentParser) -> None:
                        help="directory to write the merged snapshot to")
 
 
+def _add_bound_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-classes", type=_positive_int, metavar="N",
+                   help="classes per model (default: STREAMBAYES_MAX_CLASSES, else 1000); an event "
+                        "with one more label is a dead letter 'limit'")
+    p.add_argument("--max-fields", type=_positive_int, metavar="N",
+                   help="categorical + numeric field names per model (default: "
+                        "STREAMBAYES_MAX_FIELDS, else 10000); past it: dead letter 'limit'")
+    p.add_argument("--max-values", type=_positive_int, metavar="N",
+                   help="values per categorical field (default: STREAMBAYES_MAX_VALUES, else "
+                        "100000; 1000 for aode/spode/tan/kdb); past it: dead letter 'limit'")
+
+
+def _bounds(args: argparse.Namespace, settings: Settings) -> dict[str, int]:
+    """The bounds set on the command line, else in the settings (unset: the model's default)."""
+    out = {}
+    for name in ("max_classes", "max_fields", "max_values"):
+        value = getattr(args, name, None)
+        value = value if value is not None else getattr(settings, name)
+        if value is not None:
+            out[name] = value
+    return out
+
+
 def _add_replay_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("source", metavar="SOURCE",
                    help="a JSONL, TSV or CSV file, or kafka://HOST:PORT/TOPIC?from=...&to=...")
@@ -252,6 +276,7 @@ def _add_replay_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--label-delay", type=_count, metavar="N",
                    help="labels arrive N events after their event (as spam reports do); adds "
                         "sliding-window and fading accuracy and ADWIN drift points")
+    _add_bound_arguments(p)
 
 
 def _run_replay(args: argparse.Namespace, settings: Settings) -> int:
@@ -266,7 +291,7 @@ def _run_replay(args: argparse.Namespace, settings: Settings) -> int:
         limit=args.limit, batch_size=args.batch_size, positive=args.positive,
         dead_letter=args.dead_letter, report=args.report, network=args.network,
         loss=_loss_matrix(args, settings), per_key=args.per_key,
-        label_delay=args.label_delay)
+        label_delay=args.label_delay, bounds=_bounds(args, settings))
     replay_file(job, settings=settings)
     return 0
 
@@ -324,7 +349,8 @@ def _run_learn(args: argparse.Namespace, settings: Settings) -> int:
                    partitions=args.partitions, format=args.format, label_field=args.label_field,
                    text_field=args.text_field, key_field=args.key_field, batch_size=args.batch_size,
                    follow=args.follow, network=args.network, keep=args.keep,
-                   new_source=args.new_source, per_key=args.per_key)
+                   new_source=args.new_source, per_key=args.per_key,
+                   bounds=_bounds(args, settings))
     _logging()
     with _stop_on_signals() as stop, _stopped_quietly(stop):
         stats = run_learn(job, settings, stop)

@@ -69,6 +69,12 @@ class Settings(BaseSettings):
     loss: dict[str, dict[str, float]] | None = None  # STREAMBAYES_LOSS='{"spam": {"ham": 10}}'
     reject: float | None = None  # STREAMBAYES_REJECT: the cost of answering "unsure"
 
+    # Model bounds (None: the model's default: 1,000 classes, 10,000 fields, 100,000 values per
+    # field, 1,000 for the semi-naive models); an event past one is a dead letter "limit"
+    max_classes: int | None = Field(default=None, ge=1)  # STREAMBAYES_MAX_CLASSES
+    max_fields: int | None = Field(default=None, ge=1)  # STREAMBAYES_MAX_FIELDS
+    max_values: int | None = Field(default=None, ge=1)  # STREAMBAYES_MAX_VALUES
+
     def kafka_security(self) -> dict[str, Any]:
         """The connection options that are set, in neutral names (each backend maps them).
 

@@ -9,6 +9,17 @@ class FeatureError(StreambayesError, ValueError):
     """An event field cannot be turned into features (names the field and the value's type)."""
 
 
+class LimitError(FeatureError):
+    """An event (or a merge) would push a model past one of its bounds (``max_classes``,
+    ``max_fields``, ``max_values``): refused before any count changes. ``bound`` names the
+    bound, ``limit`` its value and ``offending`` the label, field or value that did not fit.
+    The stream runtime dead-letters the event with reason ``limit``."""
+
+    def __init__(self, bound: str, limit: int, offending: object, message: str) -> None:
+        super().__init__(message)
+        self.bound, self.limit, self.offending = bound, limit, offending
+
+
 class ModelError(StreambayesError, ValueError):
     """A learner was misused: unknown model name, incompatible merge, bad parameter or state."""
 

@@ -55,7 +55,7 @@ import numpy as np
 
 from streambayes.errors import FeatureError
 from streambayes.evaluate.drift import DriftMonitor
-from streambayes.evaluate.prequential import Learner, Prequential, Rejection
+from streambayes.evaluate.prequential import Learner, Prequential, Rejection, refusal, rejections
 from streambayes.evaluate.windows import Fading, Sliding, WindowCurve
 
 
@@ -142,7 +142,7 @@ class DelayedPrequential(Prequential):
             if score.events > score.cold:
                 score.curve.add(self.events, score.accuracy.get(), score.log_loss.get())
             self.windows[name].add_point(self.events)
-        return [Rejection(i, error) for i, error in sorted(bad.items())]
+        return rejections(bad)
 
     def _lags(self, delays: Sequence[int] | None, n: int) -> np.ndarray:
         if delays is None:
@@ -200,7 +200,7 @@ class DelayedPrequential(Prequential):
                         model.featurize([x])
                         good.append(j)
                     except FeatureError as exc:
-                        bad[positions[j]] = str(exc)
+                        bad[positions[j]] = refusal(exc)
                 xs, ys, ws, positions = ([v[j] for j in good] for v in (xs, ys, ws, positions))
                 X = model.featurize(xs) if xs else None
             self.scores[name].seconds += time.perf_counter() - start

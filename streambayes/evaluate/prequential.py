@@ -55,7 +55,7 @@ from typing import Any, Protocol
 import numpy as np
 from river import metrics
 
-from streambayes.errors import FeatureError, ModelError
+from streambayes.errors import FeatureError, LimitError, ModelError
 
 AUC_THRESHOLDS = 50
 KEY = "__streambayes_key__"  # an event's key inside its x dict, for per-key evaluation
@@ -77,10 +77,31 @@ class Learner(Protocol):
 
 @dataclass(frozen=True)
 class Rejection:
-    """An event of the last batch that a model could not featurize or learn."""
+    """An event of the last batch that a model could not featurize or learn; ``reason`` is the
+    dead-letter reason: ``limit`` when it would take a model past a bound, else ``bad_feature``."""
 
     index: int
     error: str
+    reason: str = "bad_feature"
+
+
+class Refusal(str):
+    """An error message that remembers its dead-letter reason (see :class:`Rejection`)."""
+
+    reason = "bad_feature"
+
+
+def refusal(exc: Exception) -> Refusal:
+    """The message of ``exc``, with reason ``limit`` for a :class:`LimitError`."""
+    out = Refusal(str(exc))
+    if isinstance(exc, LimitError):
+        out.reason = "limit"
+    return out
+
+
+def rejections(bad: Mapping[int, str]) -> list[Rejection]:
+    """The rejections of ``{index: message}``, in index order."""
+    return [Rejection(i, error, getattr(error, "reason", "bad_feature")) for i, error in sorted(bad.items())]
 
 
 @dataclass
@@ -272,7 +293,7 @@ class Prequential:
         for score in self.scores.values():
             if score.events > score.cold:
                 score.curve.add(self.events, score.accuracy.get(), score.log_loss.get())
-        return [Rejection(i, error) for i, error in sorted(rejected.items())]
+        return rejections(rejected)
 
     def _predict_all(self, xs: Sequence[dict]) -> tuple[list[int], dict, dict[int, str]]:
         keep = list(range(len(xs)))
@@ -309,7 +330,7 @@ class Prequential:
                 try:
                     model.learn_many(model.featurize([x]), [ys[j]], [ws[j]])
                 except FeatureError as exc:
-                    bad[keep[j]] = str(exc)
+                    bad[keep[j]] = refusal(exc)
         self.scores[name].seconds += time.perf_counter() - start
         return bad
 
@@ -389,7 +410,7 @@ def _probe(model: Learner, xs: Sequence[dict]) -> dict[int, str]:
         try:
             model.predict_log_proba_many(model.featurize([x]))
         except FeatureError as exc:
-            bad[i] = str(exc)
+            bad[i] = refusal(exc)
     return bad
 
 

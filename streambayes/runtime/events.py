@@ -27,7 +27,7 @@ from pydantic_core import PydanticCustomError
 
 DeadLetterReason = Literal[
     "bad_json", "invalid_event", "missing_label", "empty_event", "undecodable", "bad_feature",
-    "model_error"]
+    "model_error", "limit"]
 
 
 MAX_WEIGHT = 1e12  # larger weights would push counts towards overflow (inf poisons a model)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from streambayes.config import Settings
-from streambayes.errors import FeatureError, UsageError
+from streambayes.errors import FeatureError, LimitError, UsageError
 from streambayes.runtime.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.events import DeadLetter
 from streambayes.runtime.sinks import Sink
@@ -57,6 +57,7 @@ class LearnJob:
     keep: int = 5
     per_key: bool = False  # one model per event key, backed off to a global model
     new_source: bool = False  # continue a snapshot learned from another source
+    bounds: Mapping[str, int] | None = None  # max_classes, max_fields, max_values of a new model
 
 
 @dataclass
@@ -230,6 +231,8 @@ class LearnLoop:
                 try:
                     self._learn_batch([d])
                     learned += 1
+                except LimitError as exc:  # past a bound (max_classes...): nothing changed
+                    self._dead(dead_letter(d.record, "limit", str(exc)))
                 except FeatureError as exc:  # refused before anything changed
                     self._dead(dead_letter(d.record, "bad_feature", str(exc)))
                 except Exception as exc:  # noqa: BLE001 (a learner bug must not stop the stream)
@@ -286,7 +289,8 @@ def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = 
 
                 build_models([name or "nb"], job.network, job.label_field)  # checks the name
                 return PerKeyModel(base=name or "nb")
-            return build_models([name or "nb"], job.network, job.label_field)[name or "nb"]
+            return build_models([name or "nb"], job.network, job.label_field,
+                                job.bounds)[name or "nb"]
 
         config = {"source": job.source, "partitions": list(job.partitions or []) or None,
                   "label_field": job.label_field, "format": decoder.format}

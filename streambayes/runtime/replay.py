@@ -71,11 +71,13 @@ class ReplayResult:
 
 
 def build_models(names: Sequence[str], network: Path | None = None,
-                 class_variable: str | None = None) -> dict[str, Learner]:
+                 class_variable: str | None = None,
+                 bounds: Mapping[str, int] | None = None) -> dict[str, Learner]:
     """Fresh learners by CLI name; an unknown or repeated name is a :class:`UsageError`.
 
     ``bn`` (a Bayesian network) needs ``network`` (a BIF file); its ``class_variable`` is the
-    label field."""
+    label field. ``bounds`` (``max_classes``, ``max_fields``, ``max_values``) go to every other
+    model (a network's states bound a ``bn`` already)."""
     from streambayes.models import MODEL_NAMES, make_model
 
     models: dict[str, Learner] = {}
@@ -85,7 +87,8 @@ def build_models(names: Sequence[str], network: Path | None = None,
         if name not in MODEL_NAMES:
             raise UsageError(f"unknown model {name!r} (valid: {', '.join(MODEL_NAMES)})")
         try:
-            params = {"network": str(network), "class_variable": class_variable} if name == "bn" else {}
+            params = {"network": str(network), "class_variable": class_variable} if name == "bn" \
+                else dict(bounds or {})
             if name == "bn" and network is None:
                 raise UsageError("model 'bn' needs --network FILE.bif")
             models[name] = make_model(name, **params)
@@ -196,7 +199,7 @@ def replay(
             raise UsageError(f"--loss: {exc}") from None
         for rej in rejected:
             bad = good[rej.index] if base is None else by_position[rej.index]
-            _send(dead_letters, result, dead_letter(bad.record, "bad_feature", rej.error))
+            _send(dead_letters, result, dead_letter(bad.record, rej.reason, rej.error))
         if base is not None:  # keep only events whose labels may still be learned
             oldest = result.run.position - result.run.pending - batch_size
             for position in [p for p in by_position if p < oldest]:
@@ -232,6 +235,7 @@ class FileReplay:
     loss: Any = None  # a streambayes.decide.LossMatrix
     per_key: bool = False  # one model per event key, backed off to a global model
     label_delay: int | None = None  # labels arrive this many events after their event
+    bounds: Mapping[str, int] | None = None  # max_classes, max_fields, max_values (else defaults)
 
 
 def replay_file(job: FileReplay, console: Console | None = None,
@@ -239,7 +243,7 @@ def replay_file(job: FileReplay, console: Console | None = None,
     """Replay a file or a Kafka range, print the summary, and write the report when asked."""
     console = console or Console(width=None if sys.stdout.isatty() else 140)  # files: no wrapping
     models = per_key_models(job.models) if job.per_key else \
-        build_models(job.models, job.network, job.label_field)
+        build_models(job.models, job.network, job.label_field, job.bounds)
     if job.limit is not None and job.limit < 0:
         raise UsageError(f"--limit must be >= 0, got {job.limit}")
     with _open(job, settings or Settings()) as source:

@@ -29,14 +29,15 @@ class _SemiNaive(NaiveBayesBase):
                  decay: float | None = None,
                  prior_alpha: float = 0.0, class_prior: Mapping | None = None, n_features: int = 2**20,
                  text_fields: Sequence[str] = ("text",), lowercase: bool = True,
-                 bigrams: bool = False) -> None:
+                 bigrams: bool = False, max_classes: int = 1000, max_fields: int = 10_000) -> None:
         self.alpha, self.m = alpha, m
         self.bins, self.warmup, self.max_values, self.max_bytes = bins, warmup, max_values, max_bytes
         self.schema = None if schema is None else sorted(schema)
         self.edges = None if edges is None else {k: [float(e) for e in v] for k, v in edges.items()}
         super().__init__(prior_alpha=prior_alpha, class_prior=class_prior, decay=decay,
                          n_features=n_features, text_fields=text_fields, lowercase=lowercase,
-                         bigrams=bigrams)
+                         bigrams=bigrams, max_classes=max_classes, max_fields=max_fields,
+                         max_values=max_values)
 
     def _table_args(self) -> dict:
         return {"alpha": self.alpha, "m": self.m, "bins": self.bins, "warmup": self.warmup,
