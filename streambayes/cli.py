@@ -229,7 +229,8 @@ def _add_bound_arguments(p: argparse.ArgumentParser) -> None:
                         "with one more label is a dead letter 'limit'")
     p.add_argument("--max-fields", type=_positive_int, metavar="N",
                    help="categorical + numeric field names per model (default: "
-                        "STREAMBAYES_MAX_FIELDS, else 10000); past it: dead letter 'limit'")
+                        "STREAMBAYES_MAX_FIELDS, else 10000; 100 for aode/spode/tan/kdb); past "
+                        "it: dead letter 'limit'")
     p.add_argument("--max-values", type=_positive_int, metavar="N",
                    help="values per categorical field (default: STREAMBAYES_MAX_VALUES, else "
                         "100000; 1000 for aode/spode/tan/kdb); past it: dead letter 'limit'")

@@ -70,7 +70,7 @@ class Settings(BaseSettings):
     reject: float | None = None  # STREAMBAYES_REJECT: the cost of answering "unsure"
 
     # Model bounds (None: the model's default: 1,000 classes, 10,000 fields, 100,000 values per
-    # field, 1,000 for the semi-naive models); an event past one is a dead letter "limit"
+    # field; 100 fields and 1,000 values for the semi-naive models); past one: dead letter "limit"
     max_classes: int | None = Field(default=None, ge=1)  # STREAMBAYES_MAX_CLASSES
     max_fields: int | None = Field(default=None, ge=1)  # STREAMBAYES_MAX_FIELDS
     max_values: int | None = Field(default=None, ge=1)  # STREAMBAYES_MAX_VALUES

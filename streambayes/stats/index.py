@@ -71,7 +71,8 @@ class ValueIndex:
             if v not in self._codes and v not in new:
                 if n + len(new) >= limit:
                     raise LimitError(bound, limit, v, f"{what} {v!r} would exceed {bound}={limit:,} "
-                                     f"(the model has {n:,} and {len(new):,} more come before it)")
+                                     f"(the model has {n:,}, and the batch brings {len(new):,} new before "
+                                     f"this one)")
                 new.add(v)
         return n + len(new)
 

@@ -19,7 +19,10 @@ from streambayes.models.seminaive.tan import TANTable
 
 
 class _SemiNaive(NaiveBayesBase):
-    """Common constructor arguments; the estimators hold their own class × value statistics."""
+    """Common constructor arguments; the estimators hold their own class × value statistics.
+
+    Their work per event grows with the square of the number of attributes, so ``max_fields``
+    defaults to 100 here (10,000 for naive Bayes) and ``max_values`` to 1,000 categories."""
 
     use_prior = False  # every estimator carries P(c, ·) itself
 
@@ -29,7 +32,7 @@ class _SemiNaive(NaiveBayesBase):
                  decay: float | None = None,
                  prior_alpha: float = 0.0, class_prior: Mapping | None = None, n_features: int = 2**20,
                  text_fields: Sequence[str] = ("text",), lowercase: bool = True,
-                 bigrams: bool = False, max_classes: int = 1000, max_fields: int = 10_000) -> None:
+                 bigrams: bool = False, max_classes: int = 1000, max_fields: int = 100) -> None:
         self.alpha, self.m = alpha, m
         self.bins, self.warmup, self.max_values, self.max_bytes = bins, warmup, max_values, max_bytes
         self.schema = None if schema is None else sorted(schema)
