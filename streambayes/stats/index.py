@@ -71,8 +71,7 @@ class ValueIndex:
             if v not in self._codes and v not in new:
                 if n + len(new) >= limit:
                     raise LimitError(bound, limit, v, f"{what} {v!r} would exceed {bound}={limit:,} "
-                                     f"(the model has {n:,}, and the batch brings {len(new):,} new before "
-                                     f"this one)")
+                                     f"(the model has {n:,}; {len(new):,} other new ones come first)")
                 new.add(v)
         return n + len(new)
 
