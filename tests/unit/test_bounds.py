@@ -268,3 +268,13 @@ def test_predict_serves_events_past_the_bounds_without_growing(tmp_path):
     assert [p["id"] for p in posted] == ["q1", "q2"] and not _letters(dead)
     assert set(posted[0]["posterior"]) == {"a", "b"}
     assert SnapshotStore(snaps).latest().id == before.id
+
+
+def test_replay_with_label_delay_letters_the_events_past_a_bound_as_limit(tmp_path, capsys):
+    rows = [{"id": str(i), "label": f"c{i}", "features": {"f": "x"}} for i in range(10)]
+    src, dead = _jsonl(tmp_path / "ev.jsonl", rows), tmp_path / "dead.jsonl"  # the last 2: pending
+    assert main(["replay", str(src), "--model", "catnb", "--max-classes", "5", "--label-delay", "2",
+                 "--dead-letter", str(dead)]) == 0
+    letters = _letters(dead)
+    assert [json.loads(d["payload"])["id"] for d in letters] == ["5", "6", "7"]
+    assert {d["reason"] for d in letters} == {"limit"}
