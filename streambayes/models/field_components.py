@@ -6,7 +6,7 @@ import numpy as np
 
 from streambayes.errors import LimitError
 from streambayes.features import Batch
-from streambayes.stats import GaussianSummaries, ValueIndex, lidstone_log, m_estimate_log
+from streambayes.stats import GaussianSummaries, ValueIndex
 
 
 class Categorical:
@@ -32,7 +32,7 @@ class Categorical:
         self._column: dict[tuple[int, object], int] = {}  # (field code, value) → column
         self._columns_of: list[list[int]] = []  # field code → its columns, values in first-seen order
         self._value_of: list = []  # column → value
-        self._counts = np.zeros((0, 0))  # (classes, capacity ≥ pairs)
+        self._counts = np.zeros((0, 0))  # (capacity ≥ pairs, classes): a pair's counts contiguous
         self._totals: dict[int, np.ndarray] = {}  # field → Σ counts over its values (derived cache)
         self.n_classes = 0
 
@@ -94,11 +94,11 @@ class Categorical:
 
     def _reserve(self) -> None:
         """Room for every column (capacity doubles: amortised O(1) per new pair)."""
-        need, have = len(self._value_of), self._counts.shape[1]
-        if need > have or self._counts.shape[0] != self.n_classes:
+        need, have = len(self._value_of), self._counts.shape[0]
+        if need > have or self._counts.shape[1] != self.n_classes:
             cap = max(need, 2 * have if need > have else have, 8)
-            grown = np.zeros((self.n_classes, cap))
-            grown[: self._counts.shape[0], :have] = self._counts
+            grown = np.zeros((cap, self.n_classes))
+            grown[:have, : self._counts.shape[1]] = self._counts
             self._counts = grown
 
     def check(self, batch: Batch, n_classes: int | None = None) -> None:
@@ -138,44 +138,51 @@ class Categorical:
         self._reserve()
         if cols:
             at_rows = np.array(at, np.int64)
-            np.add.at(self._counts, (rows[at_rows], np.array(cols, np.int64)), w[at_rows])
+            np.add.at(self._counts, (np.array(cols, np.int64), rows[at_rows]), w[at_rows])
         for i in set(fields):
             self._totals.pop(i, None)
 
     def _table(self, i: int) -> np.ndarray:
         """Field ``i``'s (classes, values) counts (a copy)."""
-        return self._counts[:, self._columns_of[i]]
+        return np.ascontiguousarray(self._counts[self._columns_of[i]].T)
 
     def _field_totals(self, i: int) -> np.ndarray:
         """Σ counts over field ``i``'s values, per class (cached until the field learns)."""
         totals = self._totals.get(i)
         if totals is None:
-            totals = self._totals[i] = self._table(i).sum(axis=1)
+            totals = self._totals[i] = self._counts[self._columns_of[i]].sum(axis=0)
         return totals
 
     def _known(self, batch: Batch, scale: float) -> tuple[list[int], list[int], list, np.ndarray]:
-        """(rows, fields, values, log-probs (classes, pairs)) of the batch's known values."""
+        """(rows, fields, values, log-probs (pairs, classes)) of the batch's known values."""
         rows, fields, cols, values = self._pairs(batch, add=False)
         if not cols:
-            return rows, fields, values, np.zeros((self.n_classes, 0))
-        totals = np.stack([self._field_totals(i) for i in fields], axis=1) * scale
-        counts = self._counts[:, cols] * scale
-        n_values = np.array([len(self._columns_of[i]) for i in fields], np.int64)
-        if self.m is not None:
-            return rows, fields, values, m_estimate_log(counts, totals, self.m, 1.0 / n_values)
-        return rows, fields, values, lidstone_log(counts, totals, n_values, self.alpha)
+            return rows, fields, values, np.zeros((0, self.n_classes))
+        uniq, inv = np.unique(np.array(fields, np.int64), return_inverse=True)
+        totals = np.stack([self._field_totals(i) for i in uniq.tolist()]) * scale  # (fields, classes)
+        n_values = np.array([len(self._columns_of[i]) for i in uniq.tolist()], np.float64)[:, None]
+        counts = self._counts[cols] * scale
+        with np.errstate(divide="ignore", invalid="ignore"):  # each field's terms once, then per pair
+            if self.m is not None:
+                logp = np.log(counts + self.m * (1.0 / n_values)[inv]) - np.log(totals + self.m)[inv]
+            else:
+                logp = np.log(counts + self.alpha) - np.log(totals + self.alpha * n_values)[inv]
+        return rows, fields, values, logp
 
     def log_likelihood(self, batch: Batch, scale: float) -> np.ndarray:
         out = np.zeros((batch.n, self.n_classes))
-        rows, _, _, logp = self._known(batch, scale)
-        if rows:  # each row's terms added field by field, as the fields come in the batch
-            np.add.at(out, np.array(rows, np.int64), logp.T)
+        rows, fields, _, logp = self._known(batch, scale)
+        if rows:  # one add per column of the batch (its rows are distinct), in field order
+            at, f = np.array(rows, np.int64), np.array(fields, np.int64)
+            cuts = np.flatnonzero((f[1:] != f[:-1]) | (at[1:] <= at[:-1])) + 1
+            for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(at)], strict=True):
+                out[at[a:b]] += logp[a:b]
         return out
 
     def contributions(self, batch: Batch, scale: float) -> list[tuple[str, np.ndarray]]:
         rows, fields, values, logp = self._known(batch, scale)
         names = self.fields.values
-        return [(f"{names[i]}={v}", logp[:, p]) for p, (r, i, v) in enumerate(zip(rows, fields, values,
+        return [(f"{names[i]}={v}", logp[p]) for p, (r, i, v) in enumerate(zip(rows, fields, values,
                                                                                  strict=True)) if r == 0]
 
     def scale(self, factor: float) -> None:
@@ -188,7 +195,7 @@ class Categorical:
             theirs = other._columns_of[j]
             codes = self._codes(i, [other._value_of[c] for c in theirs])
             self._reserve()
-            np.add.at(self._counts, np.ix_(class_map, codes), other._counts[:, theirs] * factor)
+            np.add.at(self._counts, np.ix_(codes, class_map), other._counts[theirs] * factor)
         self._totals.clear()
 
     def to_state(self) -> dict:
@@ -205,7 +212,7 @@ class Categorical:
             i = c._field(name)
             codes = c._codes(i, list(values))
             c._reserve()
-            c._counts[:, codes] = np.array(table, np.float64).reshape(c.n_classes, len(values))
+            c._counts[codes] = np.array(table, np.float64).reshape(c.n_classes, len(values)).T
         c._reserve()
         return c
 
