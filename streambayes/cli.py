@@ -206,6 +206,7 @@ def _add_learn_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-calibration", action="store_true",
                    help="do not fit the calibration exponent the predictor serves with")
     _add_per_key_bounds(p)
+    _add_bound_arguments(p)
     _add_record_arguments(p)
 
 
@@ -257,6 +258,30 @@ def _add_snapshot_arguments(p: argparse.ArgumentParser) -> None:
                        help="directory to write the merged snapshot to")
 
 
+def _add_bound_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-classes", type=_positive_int, metavar="N",
+                   help="classes per model (default: STREAMBAYES_MAX_CLASSES, else 1000); an event "
+                        "with one more label is a dead letter 'limit'")
+    p.add_argument("--max-fields", type=_positive_int, metavar="N",
+                   help="categorical + numeric field names per model (default: "
+                        "STREAMBAYES_MAX_FIELDS, else 10000; 100 for aode/spode/tan/kdb); past "
+                        "it: dead letter 'limit'")
+    p.add_argument("--max-values", type=_positive_int, metavar="N",
+                   help="values per categorical field (default: STREAMBAYES_MAX_VALUES, else "
+                        "100000; 1000 for aode/spode/tan/kdb); past it: dead letter 'limit'")
+
+
+def _bounds(args: argparse.Namespace, settings: Settings) -> dict[str, int]:
+    """The bounds set on the command line, else in the settings (unset: the model's default)."""
+    out = {}
+    for name in ("max_classes", "max_fields", "max_values"):
+        value = getattr(args, name, None)
+        value = value if value is not None else getattr(settings, name)
+        if value is not None:
+            out[name] = value
+    return out
+
+
 def _add_replay_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("source", metavar="SOURCE",
                    help="a JSONL, TSV or CSV file, or kafka://HOST:PORT/TOPIC?from=...&to=...")
@@ -289,6 +314,7 @@ def _add_replay_arguments(p: argparse.ArgumentParser) -> None:
                    help="labels arrive N events after their event (as spam reports do); adds "
                         "sliding-window and fading accuracy and ADWIN drift points")
     _add_per_key_bounds(p)
+    _add_bound_arguments(p)
 
 
 def _run_replay(args: argparse.Namespace, settings: Settings) -> int:
@@ -303,7 +329,8 @@ def _run_replay(args: argparse.Namespace, settings: Settings) -> int:
         limit=args.limit, batch_size=args.batch_size, positive=args.positive,
         dead_letter=args.dead_letter, report=args.report, network=args.network,
         loss=_loss_matrix(args, settings), per_key=args.per_key,
-        label_delay=args.label_delay, **_per_key_bounds(args, settings))
+        label_delay=args.label_delay, **_per_key_bounds(args, settings),
+        bounds=_bounds(args, settings))
     replay_file(job, settings=settings)
     return 0
 
@@ -363,7 +390,7 @@ def _run_learn(args: argparse.Namespace, settings: Settings) -> int:
                    follow=args.follow, network=args.network, keep=args.keep,
                    new_source=args.new_source, per_key=args.per_key,
                    calibrate=not args.no_calibration,
-                   **_per_key_bounds(args, settings))
+                   **_per_key_bounds(args, settings), bounds=_bounds(args, settings))
     _logging()
     with _stop_on_signals() as stop, _stopped_quietly(stop):
         stats = run_learn(job, settings, stop)

@@ -115,6 +115,11 @@ class Settings(BaseSettings):
     max_resident: int = Field(default=10_000, ge=1)  # STREAMBAYES_MAX_RESIDENT: live per-key models
     max_resident_mb: float = Field(default=1024.0, gt=0)  # STREAMBAYES_MAX_RESIDENT_MB: their MiB
     max_keys: int = Field(default=1_000_000, ge=1)  # STREAMBAYES_MAX_KEYS: per-key keys ever learned
+    # Model bounds (None: the model's default: 1,000 classes, 10,000 fields, 100,000 values per
+    # field; 100 fields and 1,000 values for the semi-naive models); past one: dead letter "limit"
+    max_classes: int | None = Field(default=None, ge=1)  # STREAMBAYES_MAX_CLASSES
+    max_fields: int | None = Field(default=None, ge=1)  # STREAMBAYES_MAX_FIELDS
+    max_values: int | None = Field(default=None, ge=1)  # STREAMBAYES_MAX_VALUES
 
     def kafka_security(self) -> dict[str, Any]:
         """The connection options that are set, in neutral names (each backend maps them).

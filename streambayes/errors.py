@@ -10,7 +10,14 @@ class FeatureError(StreambayesError, ValueError):
 
 
 class LimitError(FeatureError):
-    """A bound of the model was reached; the event is refused unchanged."""
+    """An event (or a merge) would push a model past one of its bounds (``max_classes``,
+    ``max_fields``, ``max_values``): refused before any count changes. ``bound`` names the
+    bound, ``limit`` its value and ``offending`` the label, field or value that did not fit.
+    The stream runtime dead-letters the event with reason ``limit``."""
+
+    def __init__(self, bound: str, limit: int, offending: object, message: str) -> None:
+        super().__init__(message)
+        self.bound, self.limit, self.offending = bound, limit, offending
 
 
 class ModelError(StreambayesError, ValueError):

@@ -57,7 +57,7 @@ from typing import Any, Protocol
 import numpy as np
 from river import metrics
 
-from streambayes.errors import FeatureError, ModelError
+from streambayes.errors import FeatureError, LimitError, ModelError
 
 AUC_THRESHOLDS = 50
 KEY = "__streambayes_key__"  # an event's key inside its x dict, for per-key evaluation
@@ -79,11 +79,18 @@ class Learner(Protocol):
 
 @dataclass(frozen=True)
 class Rejection:
-    """An event of the last batch that a model could not featurize or learn."""
+    """An event of the last batch that a model could not featurize or learn; ``reason`` is the
+    dead-letter reason: ``limit`` when it would take a model past a bound, else ``bad_feature``."""
 
     index: int
     error: str
-    reason: str = "bad_feature"  # "model_error" when the error was not a FeatureError
+    reason: str = "bad_feature"  # "limit" (a LimitError), "model_error" (not a FeatureError)
+
+
+class Refusal(str):
+    """An error message that remembers its dead-letter reason (see :class:`Rejection`)."""
+
+    reason = "bad_feature"
 
 
 @dataclass
@@ -399,20 +406,28 @@ def _probe(model: Learner, xs: Sequence[dict]) -> dict[int, str]:
 _MODEL_ERROR = "model error: "
 
 
-def describe(exc: BaseException) -> str:
-    """A rejected event's error: a :class:`FeatureError`'s message, else marked as a model error.
+def describe(exc: BaseException) -> Refusal:
+    """A rejected event's error and its reason: a :class:`FeatureError`'s message (reason
+    ``limit`` for a :class:`LimitError`, else ``bad_feature``), any other error marked as a model
+    error (reason ``model_error``).
 
     >>> describe(FeatureError("field 'x': bad")), describe(OverflowError("too big"))
     ("field 'x': bad", 'model error: OverflowError: too big')
+    >>> describe(OverflowError("too big")).reason
+    'model_error'
     """
     if isinstance(exc, FeatureError):
-        return str(exc)
-    return f"{_MODEL_ERROR}{type(exc).__name__}: {exc}"
+        out = Refusal(str(exc))
+        out.reason = "limit" if isinstance(exc, LimitError) else "bad_feature"
+        return out
+    out = Refusal(f"{_MODEL_ERROR}{type(exc).__name__}: {exc}")
+    out.reason = "model_error"
+    return out
 
 
 def rejections(bad: Mapping[int, str]) -> list[Rejection]:
-    """:class:`Rejection` values by index, with their reason read from :func:`describe`'s text."""
-    return [Rejection(i, error, "model_error" if error.startswith(_MODEL_ERROR) else "bad_feature")
+    """:class:`Rejection` values by index, with the reason :func:`describe` gave each."""
+    return [Rejection(i, error, getattr(error, "reason", "bad_feature"))
             for i, error in sorted(bad.items())]
 
 

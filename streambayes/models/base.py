@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from streambayes.errors import ModelError
+from streambayes.errors import LimitError, ModelError
 from streambayes.features import Batch, Featurizer
 from streambayes.stats import Forgetting, ValueIndex, class_prior_log, event_weights, log_normalize
 
@@ -38,9 +38,17 @@ class NaiveBayesBase:
         text_fields: Sequence[str] = ("text",),
         lowercase: bool = True,
         bigrams: bool = False,
+        max_classes: int = 1000,
+        max_fields: int = 10_000,
+        max_values: int = 100_000,
     ) -> None:
         if prior_alpha < 0:
             raise ModelError(f"prior_alpha must be >= 0, got {prior_alpha}")
+        for bound, limit in (("max_classes", max_classes), ("max_fields", max_fields),
+                             ("max_values", max_values)):
+            if not isinstance(limit, int) or limit < 1:
+                raise ModelError(f"{bound} must be an integer >= 1, got {limit!r}")
+        self.max_classes, self.max_fields, self.max_values = max_classes, max_fields, max_values
         self.prior_alpha = prior_alpha
         self.class_prior = dict(class_prior) if class_prior is not None else None
         self.decay = decay
@@ -75,6 +83,7 @@ class NaiveBayesBase:
 
     def _reset(self) -> None:
         self._classes = ValueIndex()
+        self._fields = ValueIndex()  # categorical and numeric field names learned (max_fields)
         self._class_counts = np.zeros(0)
         self._forget = Forgetting(self.decay)
         self._components = self._make_components()
@@ -104,9 +113,10 @@ class NaiveBayesBase:
         y = y if isinstance(y, list) else list(y)
         if None in y:
             raise ModelError("learn_many: a label is missing (None)")
-        n_classes = len(self._classes) + sum(label not in self._classes for label in set(y))
+        n_classes = self._check_bounds(batch, y)
         for comp in self._components:  # refuse a bad batch before anything changes
             comp.check(batch, n_classes)
+        self._fields.codes(_field_names(batch))
         rows = self._classes.codes(y)
         self._grow_classes()
         if self._forget.due(batch.n):
@@ -117,6 +127,13 @@ class NaiveBayesBase:
         for comp in self._components:
             comp.learn(batch, rows, stored, raw=weights)
         self.n_events += batch.n
+
+    def _check_bounds(self, batch: Batch, y: Sequence) -> int:
+        """Raise :class:`LimitError` (nothing changed) if the batch would take the model past
+        ``max_classes`` or ``max_fields``; return the number of classes after it."""
+        n_classes = self._classes.check_room(dict.fromkeys(y), self.max_classes, "max_classes", "class")
+        self._fields.check_room(_field_names(batch), self.max_fields, "max_fields", "field")
+        return n_classes
 
     def _grow_classes(self) -> None:
         k = len(self._classes)
@@ -237,7 +254,9 @@ class NaiveBayesBase:
         if type(other) is not type(self) or other.params() != self.params():
             raise ModelError(f"cannot merge {type(other).__name__}{other.params()} into "
                              f"{type(self).__name__}{self.params()}: type and parameters must match")
+        self._check_merge(other)
         class_map = self._classes.absorb(other._classes)
+        self._fields.absorb(other._fields)
         self._grow_classes()
         factor = other._forget.to_true() / self._forget.to_true()
         np.add.at(self._class_counts, class_map, other._class_counts * factor)
@@ -246,11 +265,23 @@ class NaiveBayesBase:
         self.n_events += other.n_events
         self._prior_cache = None
 
+    def _check_merge(self, other: NaiveBayesBase) -> None:
+        """Refuse (before any change) a merge whose union exceeds a bound."""
+        try:
+            self._classes.check_room(other._classes.values, self.max_classes, "max_classes", "class")
+            self._fields.check_room(other._fields.values, self.max_fields, "max_fields", "field")
+            for mine, theirs in zip(self._components, other._components, strict=True):
+                if hasattr(mine, "check_merge"):
+                    mine.check_merge(theirs)
+        except LimitError as exc:
+            raise ModelError(f"cannot merge: the union of the two models is too large: {exc}") from None
+
     def to_state(self) -> dict:
         return {
             "model": self.name,
             "params": self.params(),
             "classes": self._classes.to_state(),
+            "fields": sorted(self._fields.values, key=str),  # not in learning order (batch-dependent)
             "class_counts": self._class_counts.copy(),
             "decay_t": self._forget.t,
             "n_events": self.n_events,
@@ -269,6 +300,9 @@ class NaiveBayesBase:
         model._prior_cache = None
         model._components = [type(c).from_state(s) for c, s in
                              zip(model._components, state["components"], strict=True)]
+        fields = state.get("fields")  # a snapshot from before max_fields: the components know
+        model._fields = ValueIndex(fields if fields is not None else
+                                   [f for c in model._components for f in _known_fields(c)])
         return model
 
     def memory_bytes(self) -> int:
@@ -277,3 +311,12 @@ class NaiveBayesBase:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(classes={self.classes}, n_events={self.n_events})"
 
+
+def _field_names(batch: Batch) -> list:
+    """The categorical and numeric field names of a batch (what ``max_fields`` counts)."""
+    return [*batch.categorical, *batch.numeric]
+
+
+def _known_fields(component) -> list:
+    fields = getattr(component, "fields", None) or getattr(getattr(component, "attrs", None), "names", None)
+    return list(fields.values) if fields is not None else []

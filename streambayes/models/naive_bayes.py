@@ -44,11 +44,13 @@ class MultinomialNB(NaiveBayesBase):
                  *, prior_alpha: float = 0.0, class_prior: Mapping | None = None,
                  decay: float | None = None, n_features: int = 2**20,
                  text_fields: Sequence[str] = ("text",), lowercase: bool = True,
-                 bigrams: bool = False) -> None:
+                 bigrams: bool = False, max_classes: int = 1000,
+                 max_fields: int = 10_000, max_values: int = 100_000) -> None:
         self.alpha, self.m, self.vocab_size = alpha, m, vocab_size
         super().__init__(prior_alpha=prior_alpha, class_prior=class_prior, decay=decay,
                          n_features=n_features, text_fields=text_fields, lowercase=lowercase,
-                         bigrams=bigrams)
+                         bigrams=bigrams, max_classes=max_classes,
+                         max_fields=max_fields, max_values=max_values)
 
     def _make_components(self) -> list:
         return [Multinomial(self.n_features, self.alpha, True, self.vocab_size, self.m)]
@@ -85,6 +87,7 @@ class MultinomialNB(NaiveBayesBase):
         w = float(w)
         if not (math.isfinite(w) and w >= 0):
             raise ModelError("weights must be finite and >= 0")
+        self._classes.check_room([y], self.max_classes, "max_classes", "class")
         c = self._classes.add(y)
         self._grow_classes()
         self._class_counts[c] += w
@@ -111,11 +114,13 @@ class BernoulliNB(NaiveBayesBase):
                  prior_alpha: float = 0.0, class_prior: Mapping | None = None,
                  decay: float | None = None, n_features: int = 2**20,
                  text_fields: Sequence[str] = ("text",), lowercase: bool = True,
-                 bigrams: bool = False) -> None:
+                 bigrams: bool = False, max_classes: int = 1000,
+                 max_fields: int = 10_000, max_values: int = 100_000) -> None:
         self.alpha, self.vocab_size = alpha, vocab_size
         super().__init__(prior_alpha=prior_alpha, class_prior=class_prior, decay=decay,
                          n_features=n_features, text_fields=text_fields, lowercase=lowercase,
-                         bigrams=bigrams)
+                         bigrams=bigrams, max_classes=max_classes,
+                         max_fields=max_fields, max_values=max_values)
 
     def _make_components(self) -> list:
         return [Bernoulli(self.n_features, self.alpha, True, self.vocab_size)]
@@ -131,11 +136,13 @@ class ComplementNB(NaiveBayesBase):
                  prior_alpha: float = 0.0, class_prior: Mapping | None = None,
                  decay: float | None = None, n_features: int = 2**20,
                  text_fields: Sequence[str] = ("text",), lowercase: bool = True,
-                 bigrams: bool = False) -> None:
+                 bigrams: bool = False, max_classes: int = 1000,
+                 max_fields: int = 10_000, max_values: int = 100_000) -> None:
         self.alpha, self.norm, self.vocab_size = alpha, norm, vocab_size
         super().__init__(prior_alpha=prior_alpha, class_prior=class_prior, decay=decay,
                          n_features=n_features, text_fields=text_fields, lowercase=lowercase,
-                         bigrams=bigrams)
+                         bigrams=bigrams, max_classes=max_classes,
+                         max_fields=max_fields, max_values=max_values)
 
     def _make_components(self) -> list:
         return [Complement(self.n_features, self.alpha, True, self.vocab_size, None, self.norm)]
@@ -149,14 +156,16 @@ class CategoricalNB(NaiveBayesBase):
     def __init__(self, alpha: float = 1.0, m: float | None = None, *, prior_alpha: float = 0.0,
                  class_prior: Mapping | None = None, decay: float | None = None,
                  n_features: int = 2**20, text_fields: Sequence[str] = ("text",),
-                 lowercase: bool = True, bigrams: bool = False) -> None:
+                 lowercase: bool = True, bigrams: bool = False, max_classes: int = 1000,
+                 max_fields: int = 10_000, max_values: int = 100_000) -> None:
         self.alpha, self.m = alpha, m
         super().__init__(prior_alpha=prior_alpha, class_prior=class_prior, decay=decay,
                          n_features=n_features, text_fields=text_fields, lowercase=lowercase,
-                         bigrams=bigrams)
+                         bigrams=bigrams, max_classes=max_classes,
+                         max_fields=max_fields, max_values=max_values)
 
     def _make_components(self) -> list:
-        return [Categorical(self.alpha, True, self.m)]
+        return [Categorical(self.alpha, True, self.m, self.max_values)]
 
 
 class GaussianNB(NaiveBayesBase):
@@ -168,11 +177,13 @@ class GaussianNB(NaiveBayesBase):
                  prior_alpha: float = 0.0, class_prior: Mapping | None = None,
                  decay: float | None = None, n_features: int = 2**20,
                  text_fields: Sequence[str] = ("text",), lowercase: bool = True,
-                 bigrams: bool = False) -> None:
+                 bigrams: bool = False, max_classes: int = 1000,
+                 max_fields: int = 10_000, max_values: int = 100_000) -> None:
         self.variance, self.var_smoothing = variance, var_smoothing
         super().__init__(prior_alpha=prior_alpha, class_prior=class_prior, decay=decay,
                          n_features=n_features, text_fields=text_fields, lowercase=lowercase,
-                         bigrams=bigrams)
+                         bigrams=bigrams, max_classes=max_classes,
+                         max_fields=max_fields, max_values=max_values)
 
     def _make_components(self) -> list:
         return [Gaussian(self.variance, self.var_smoothing)]
@@ -188,14 +199,16 @@ class NaiveBayes(NaiveBayesBase):
                  var_smoothing: float = 1e-9, *, prior_alpha: float = 0.0,
                  class_prior: Mapping | None = None, decay: float | None = None,
                  n_features: int = 2**20, text_fields: Sequence[str] = ("text",),
-                 lowercase: bool = True, bigrams: bool = False) -> None:
+                 lowercase: bool = True, bigrams: bool = False, max_classes: int = 1000,
+                 max_fields: int = 10_000, max_values: int = 100_000) -> None:
         self.alpha, self.cat_alpha = alpha, cat_alpha
         self.variance, self.var_smoothing = variance, var_smoothing
         super().__init__(prior_alpha=prior_alpha, class_prior=class_prior, decay=decay,
                          n_features=n_features, text_fields=text_fields, lowercase=lowercase,
-                         bigrams=bigrams)
+                         bigrams=bigrams, max_classes=max_classes,
+                         max_fields=max_fields, max_values=max_values)
 
     def _make_components(self) -> list:
         return [Multinomial(self.n_features, self.alpha, fold=False),
-                Categorical(self.cat_alpha, numeric_as_categories=False),
+                Categorical(self.cat_alpha, numeric_as_categories=False, max_values=self.max_values),
                 Gaussian(self.variance, self.var_smoothing)]

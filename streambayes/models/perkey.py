@@ -228,14 +228,16 @@ class PerKeyModel:
         if not new:
             return
         if self.max_keys is not None and len(self._n_labels) + len(new) > self.max_keys:
-            raise LimitError(f"per-key limit: {len(self._n_labels)} keys learned, max_keys is "
+            raise LimitError("max_keys", self.max_keys, new[0],
+                             f"per-key limit: {len(self._n_labels)} keys learned, max_keys is "
                              f"{self.max_keys}; new key {new[0]!r} refused")
         if self.max_resident_bytes is not None:
             if not self._largest:
                 self._largest = self._new_model().memory_bytes() + MODEL_OVERHEAD
             held, need = self._spill.memory_bytes(), 2 * self._largest
             if held + need > self.max_resident_bytes:
-                raise LimitError(f"per-key limit: spilled states hold {held} bytes in memory, a new "
+                raise LimitError("max_resident_bytes", self.max_resident_bytes, new[0],
+                                 f"per-key limit: spilled states hold {held} bytes in memory, a new "
                                  f"learner needs {need} with room for the one it displaces, "
                                  f"max_resident_bytes is {self.max_resident_bytes}; new key "
                                  f"{new[0]!r} refused")

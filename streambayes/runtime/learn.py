@@ -67,6 +67,7 @@ class LearnJob:
     max_resident: int | None = None  # --per-key: live per-key learners (the rest spill to disk)
     max_resident_bytes: int | None = None  # --per-key: bytes of the live per-key learners
     max_keys: int | None = None  # --per-key: keys ever learned (new keys past it: dead letters)
+    bounds: Mapping[str, int] | None = None  # max_classes, max_fields, max_values of a new model
 
 
 @dataclass
@@ -276,9 +277,10 @@ class LearnLoop:
                 try:
                     self._learn_batch([d])
                     learned += 1
+                except LimitError as exc:  # past a bound (max_classes...): nothing changed
+                    self._dead(dead_letter(d.record, "limit", str(exc)))
                 except FeatureError as exc:  # refused before anything changed
-                    reason = "limit" if isinstance(exc, LimitError) else "bad_feature"
-                    self._dead(dead_letter(d.record, reason, str(exc)))
+                    self._dead(dead_letter(d.record, "bad_feature", str(exc)))
                 except Exception as exc:  # noqa: BLE001 (a learner bug must not stop the stream)
                     logger.exception("learner failed on %s@%d", d.record.topic, d.record.offset)
                     self._dead(dead_letter(d.record, "model_error", f"{type(exc).__name__}: {exc}"))
@@ -360,7 +362,8 @@ def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = 
             if job.per_key:
                 build_models([name or "nb"], job.network, job.label_field)  # checks the name
                 return new_per_key(name or "nb", per_key_bounds(job), spill_dir)
-            return build_models([name or "nb"], job.network, job.label_field)[name or "nb"]
+            return build_models([name or "nb"], job.network, job.label_field,
+                                job.bounds)[name or "nb"]
 
         spill_dir = job.snapshots / SPILL_DIR
         restore, on_checkpoint = spill_hooks(store, spill_dir, per_key_bounds(job))

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from streambayes.config import Settings
-from streambayes.errors import FeatureError, ModelError, SnapshotError, UsageError
+from streambayes.errors import FeatureError, LimitError, ModelError, SnapshotError, UsageError
 from streambayes.runtime.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.events import DeadLetter, Posterior
 from streambayes.runtime.learn import is_per_key, keyed_events, send_dead_letter
@@ -288,6 +288,8 @@ class PredictLoop:
                 try:
                     rows.append(predict([d])[0])
                     kept.append(d)
+                except LimitError as exc:
+                    self._dead(dead_letter(d.record, "limit", str(exc)))
                 except FeatureError as exc:
                     self._dead(dead_letter(d.record, "bad_feature", str(exc)))
                 except Exception as exc:  # noqa: BLE001 (a learner bug must not stop the stream)

@@ -79,11 +79,13 @@ class ReplayResult:
 
 
 def build_models(names: Sequence[str], network: Path | None = None,
-                 class_variable: str | None = None) -> dict[str, Learner]:
+                 class_variable: str | None = None,
+                 bounds: Mapping[str, int] | None = None) -> dict[str, Learner]:
     """Fresh learners by CLI name; an unknown or repeated name is a :class:`UsageError`.
 
     ``bn`` (a Bayesian network) needs ``network`` (a BIF file); its ``class_variable`` is the
-    label field."""
+    label field. ``bounds`` (``max_classes``, ``max_fields``, ``max_values``) go to every other
+    model (a network's states bound a ``bn`` already)."""
     from streambayes.models import MODEL_NAMES, make_model
 
     models: dict[str, Learner] = {}
@@ -93,7 +95,8 @@ def build_models(names: Sequence[str], network: Path | None = None,
         if name not in MODEL_NAMES:
             raise UsageError(f"unknown model {name!r} (valid: {', '.join(MODEL_NAMES)})")
         try:
-            params = {"network": str(network), "class_variable": class_variable} if name == "bn" else {}
+            params = {"network": str(network), "class_variable": class_variable} if name == "bn" \
+                else dict(bounds or {})
             if name == "bn" and network is None:
                 raise UsageError("model 'bn' needs --network FILE.bif")
             models[name] = make_model(name, **params)
@@ -216,8 +219,7 @@ def replay(
             raise UsageError(f"--loss: {exc}") from None
         for rej in rejected:
             bad = good[rej.index] if base is None else by_position[rej.index]
-            reason = "model_error" if rej.reason == "model_error" else "bad_feature"
-            _send(dead_letters, result, dead_letter(bad.record, reason, rej.error))
+            _send(dead_letters, result, dead_letter(bad.record, rej.reason, rej.error))
         if base is not None:  # keep only events whose labels may still be learned
             oldest = result.run.position - result.run.pending - batch_size
             for position in [p for p in by_position if p < oldest]:
@@ -256,6 +258,7 @@ class FileReplay:
     max_resident: int | None = None  # --per-key: live per-key learners (the rest spill to disk)
     max_resident_bytes: int | None = None  # --per-key: bytes of the live per-key learners
     max_keys: int | None = None  # --per-key: keys ever learned (new keys past it: dead letters)
+    bounds: Mapping[str, int] | None = None  # max_classes, max_fields, max_values (else defaults)
 
 
 def replay_file(job: FileReplay, console: Console | None = None,
@@ -272,7 +275,7 @@ def replay_file(job: FileReplay, console: Console | None = None,
 def _replay_models(job: FileReplay, stack: ExitStack) -> dict[str, Learner]:
     """The models of ``job``; per-key ones spill to a temporary directory removed at the end."""
     if not job.per_key:
-        return build_models(job.models, job.network, job.label_field)
+        return build_models(job.models, job.network, job.label_field, job.bounds)
     from streambayes.runtime.learn import per_key_bounds
 
     spill = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="streambayes-spill-")))

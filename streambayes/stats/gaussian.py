@@ -35,9 +35,11 @@ class GaussianSummaries:
         pad = ((0, max(0, n_rows - r)), (0, max(0, n_cols - c)))
         self.weight, self.mean, self.m2 = (np.pad(a, pad) for a in (self.weight, self.mean, self.m2))
 
-    def update(self, rows: np.ndarray, values: np.ndarray, weights: np.ndarray) -> None:
-        """Add events: ``rows`` (n,) row per event, ``values`` (n, cols) with NaN for missing."""
-        n_rows, n_cols = self.shape
+    def update(self, rows: np.ndarray, values: np.ndarray, weights: np.ndarray,
+               cols: np.ndarray | None = None) -> None:
+        """Add events: ``rows`` (n,) row per event, ``values`` (n, cols) with NaN for missing;
+        with ``cols``, ``values`` holds only those columns (the others are untouched)."""
+        n_rows, n_cols = self.shape[0], (self.shape[1] if cols is None else len(cols))
         present = ~np.isnan(values)
         w = np.where(present, weights[:, None], 0.0)
         x = np.where(present, values, 0.0)
@@ -49,7 +51,18 @@ class GaussianSummaries:
             mb = np.where(wb > 0, sb / wb, 0.0)
         dev = x - mb[rows]
         m2b = np.bincount(flat, (w * dev * dev).ravel(), size).reshape(n_rows, n_cols)
-        self._combine(wb, mb, m2b)
+        if cols is None:
+            self._combine(wb, mb, m2b)
+            return
+        part = self.columns(cols)
+        part._combine(wb, mb, m2b)
+        self.weight[:, cols], self.mean[:, cols], self.m2[:, cols] = part.weight, part.mean, part.m2
+
+    def columns(self, cols: np.ndarray) -> GaussianSummaries:
+        """A copy of the summaries of columns ``cols`` only."""
+        part = GaussianSummaries()
+        part.weight, part.mean, part.m2 = self.weight[:, cols], self.mean[:, cols], self.m2[:, cols]
+        return part
 
     def _combine(self, wb: np.ndarray, mb: np.ndarray, m2b: np.ndarray) -> None:
         wa, ma = self.weight, self.mean

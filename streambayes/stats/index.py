@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from streambayes.errors import ModelError
+from streambayes.errors import LimitError, ModelError
 
 _JSON_SCALARS = (str, int, float, bool)
 
@@ -61,6 +61,19 @@ class ValueIndex:
         """Codes of ``values`` without adding; -1 for unseen."""
         get = self._codes.get
         return np.fromiter((get(v, -1) for v in values), np.int64)
+
+    def check_room(self, values: Iterable, limit: int, bound: str, what: str) -> int:
+        """Raise :class:`LimitError` if adding ``values`` would make more than ``limit`` values
+        (naming the first one that does not fit); else return how many there would be."""
+        n = len(self.values)
+        new: set = set()
+        for v in values:
+            if v not in self._codes and v not in new:
+                if n + len(new) >= limit:
+                    raise LimitError(bound, limit, v, f"{what} {v!r} would exceed {bound}={limit:,} "
+                                     f"(the model has {n:,}; {len(new):,} other new ones come first)")
+                new.add(v)
+        return n + len(new)
 
     def absorb(self, other: ValueIndex) -> np.ndarray:
         """Add ``other``'s values; return where each of ``other``'s codes lands in ``self``."""

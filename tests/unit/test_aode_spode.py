@@ -173,14 +173,20 @@ def test_a_refused_batch_changes_nothing(name):
 
 
 def test_high_cardinality_is_bounded():
-    from streambayes.errors import FeatureError
+    from streambayes.errors import FeatureError, LimitError
 
     m = AODE(max_values=50, max_bytes=2**20)
-    m.learn_many([{"id": f"u{i}", "kind": "k"} for i in range(200)], ["a", "b"] * 100)
+    with pytest.raises(LimitError, match="'u50' would exceed max_values=50"):  # the batch is refused
+        m.learn_many([{"id": f"u{i}", "kind": "k"} for i in range(200)], ["a", "b"] * 100)
+    assert m.n_events == 0 and m.classes == []
+    m.learn_many([{"id": f"u{i}", "kind": "k"} for i in range(50)], ["a", "b"] * 25)  # at the bound
     table = m._components[0]
-    assert len(table.attrs.values[table.attrs.names.get("id")]) == 50 and table.attrs.dropped == 150
+    assert len(table.attrs.values[table.attrs.names.get("id")]) == 50 and table.attrs.dropped == 0
     assert m.memory_bytes() < 2**20
     before = repr(m.to_state())
+    with pytest.raises(LimitError):
+        m.learn_one({"id": "u50", "kind": "k"}, "a")
+    assert repr(m.to_state()) == before
     with pytest.raises(FeatureError, match="max_bytes"):  # 40 attributes × 50 values would not fit
         m.learn_many([{f"f{j}": f"v{i}" for j in range(40)} for i in range(50)], ["a"] * 50)
     assert repr(m.to_state()) == before

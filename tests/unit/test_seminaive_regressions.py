@@ -68,14 +68,19 @@ def test_weight_two_completing_the_warmup_is_the_event_twice():
 
 
 def test_bins_are_not_crowded_out_by_categories_and_order_is_canonical():
-    rows = [("more", "p"), ("lots", "q"), (1.0, "p"), (2.0, "q"), (3.0, "p"), ("some", "q")] * 3
+    from streambayes.errors import LimitError
+
+    rows = [("more", "p"), ("lots", "q"), (1.0, "p"), (2.0, "q"), (3.0, "p"), (4.0, "q")] * 3
     one, many = AODE(warmup=3, bins=3, max_values=2), AODE(warmup=3, bins=3, max_values=2)
     for v, y in rows:
         one.learn_one({"v": v}, y)
     many.learn_many([{"v": v} for v, _ in rows], [y for _, y in rows])
     assert repr(one.to_state()) == repr(many.to_state())
     attrs = one._components[0].attrs
-    assert attrs.edges[0] is not None and attrs.n_categories(0) == 2  # "some" dropped, bins kept
+    assert attrs.edges[0] is not None and attrs.n_categories(0) == 2  # 2 categories and the bins
+    with pytest.raises(LimitError):  # a third category is past max_values: refused, not dropped
+        one.learn_one({"v": "some"}, "q")
+    assert repr(one.to_state()) == repr(many.to_state())
 
 
 def test_schema_is_enforced_when_predicting_too():

@@ -7,8 +7,10 @@ of total weight ``warmup``, in stream order (until then the learner buffers them
 bins plus the category "more". Each (attribute, value) has a global code, in order of first
 appearance; local values are the category strings and the bin numbers 0, 1, … .
 With a declared ``schema`` (attribute names), any other field is a :class:`FeatureError`; without
-one, attributes are added as they appear. An attribute stops taking new categories at
-``max_values`` (later new ones count as missing, and are tallied in ``dropped``). ``edges``
+one, attributes are added as they appear. An attribute takes at most ``max_values`` categories:
+a batch (or a merge) that would add one more is refused with a :class:`LimitError` before
+anything changes (the stream runtime dead-letters such an event as ``limit``); ``dropped`` stays
+from snapshots of the time when new categories past the bound counted as missing. ``edges``
 fixes the bins of named attributes from the start: shards that are to be merged exactly must
 share their edges (a shard that fixed its own from its own warm-up cannot be re-binned).
 """
@@ -19,7 +21,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from streambayes.errors import FeatureError
+from streambayes.errors import FeatureError, LimitError
 from streambayes.features import Batch
 from streambayes.features.discretize import bin_codes
 from streambayes.stats import ValueIndex
@@ -61,6 +63,34 @@ class Attributes:
             if name not in self.schema and _present(kind, col).any():
                 raise FeatureError(f"unknown attribute {name!r}; the model's attributes are "
                                    f"{sorted(self.schema)}")
+
+    def check_values(self, batch: Batch) -> None:
+        """Refuse (LimitError, before any change) a batch that would give an attribute more than
+        ``max_values`` categories."""
+        for name, kind, col in self.columns(batch):
+            if kind == NUM:
+                continue
+            a = self.names.get(name)
+            have, new = (self.n_categories(a) if a >= 0 else 0), set()
+            for v in col[_present(kind, col)].tolist():
+                if isinstance(v, str) and v not in new and (a < 0 or v not in self.values[a]):
+                    if have + len(new) >= self.max_values:
+                        raise LimitError("max_values", self.max_values, v,
+                                         f"attribute {name!r}: value {v!r} would exceed max_values="
+                                         f"{self.max_values:,} (it has {have:,} categories)")
+                    new.add(v)
+
+    def check_merge(self, other: Attributes) -> None:
+        """Refuse (LimitError) a merge that would give an attribute more than ``max_values``."""
+        for b, name in enumerate(other.names.values):
+            a = self.names.get(name)
+            new = [v for v in other.values[b].values if isinstance(v, str)
+                   and (a < 0 or v not in self.values[a])]
+            have = self.n_categories(a) if a >= 0 else 0
+            if new and have + len(new) > self.max_values:
+                raise LimitError("max_values", self.max_values, new[0],
+                                 f"attribute {name!r} would have {have + len(new):,} categories, "
+                                 f"over max_values={self.max_values:,}")
 
     def add_attribute(self, name: object) -> int:
         a = self.names.add(name)

@@ -19,7 +19,10 @@ from streambayes.models.seminaive.tan import TANTable
 
 
 class _SemiNaive(NaiveBayesBase):
-    """Common constructor arguments; the estimators hold their own class × value statistics."""
+    """Common constructor arguments; the estimators hold their own class × value statistics.
+
+    Their work per event grows with the square of the number of attributes, so ``max_fields``
+    defaults to 100 here (10,000 for naive Bayes) and ``max_values`` to 1,000 categories."""
 
     use_prior = False  # every estimator carries P(c, ·) itself
 
@@ -29,14 +32,15 @@ class _SemiNaive(NaiveBayesBase):
                  decay: float | None = None,
                  prior_alpha: float = 0.0, class_prior: Mapping | None = None, n_features: int = 2**20,
                  text_fields: Sequence[str] = ("text",), lowercase: bool = True,
-                 bigrams: bool = False) -> None:
+                 bigrams: bool = False, max_classes: int = 1000, max_fields: int = 100) -> None:
         self.alpha, self.m = alpha, m
         self.bins, self.warmup, self.max_values, self.max_bytes = bins, warmup, max_values, max_bytes
         self.schema = None if schema is None else sorted(schema)
         self.edges = None if edges is None else {k: [float(e) for e in v] for k, v in edges.items()}
         super().__init__(prior_alpha=prior_alpha, class_prior=class_prior, decay=decay,
                          n_features=n_features, text_fields=text_fields, lowercase=lowercase,
-                         bigrams=bigrams)
+                         bigrams=bigrams, max_classes=max_classes, max_fields=max_fields,
+                         max_values=max_values)
 
     def _table_args(self) -> dict:
         return {"alpha": self.alpha, "m": self.m, "bins": self.bins, "warmup": self.warmup,

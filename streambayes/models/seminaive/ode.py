@@ -112,8 +112,15 @@ class AODETable(ODETable):
     def log_likelihood(self, batch: Batch, scale: float) -> np.ndarray:
         codes = self.attrs.encode(batch, learn=False)
         est = self.derived(scale)
-        if codes.shape[1] == 0:
+        if codes.shape[1] == 0 or len(codes) == 0:
             return est.naive_bayes(codes).T
+        # the terms are (classes, rows, d, d): score the rows in chunks that fit in a quarter of
+        # max_bytes (a batch of events with many attributes must not allocate batch × d² at once)
+        k, d = max(len(self.class_counts), 1), codes.shape[1]
+        step = max(1, self.max_bytes // (4 * 8 * k * d * d))
+        return np.concatenate([self._chunk(codes[i:i + step], est) for i in range(0, len(codes), step)])
+
+    def _chunk(self, codes: np.ndarray, est: Derived) -> np.ndarray:
         terms, present = est.parent_terms(codes)
         g = np.where(present, codes, 0)
         parents = present & (est.value_total[g] >= self.min_count)  # (n, d)

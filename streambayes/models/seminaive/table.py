@@ -49,6 +49,7 @@ class AttributeTable:
         """Refuse (before any change) a batch with unknown attributes, or whose new values or new
         classes (``n_classes`` after it) could make the count tables outgrow ``max_bytes``."""
         self.attrs.check(batch)
+        self.attrs.check_values(batch)
         k = max(n_classes or 0, len(self.class_counts), 1)
         n = self._codes_after(batch)
         need = self.bytes_needed(k, n)
@@ -182,6 +183,10 @@ class AttributeTable:
         self.version += 1
 
     # -- merge --------------------------------------------------------------------------------
+    def check_merge(self, other: AttributeTable) -> None:
+        """Refuse (LimitError, before any change) a merge past ``max_values``."""
+        self.attrs.check_merge(other.attrs)
+
     def merge(self, other: AttributeTable, class_map: np.ndarray, factor: float) -> None:
         code_map = np.full(other.attrs.n_codes, -1, np.int64)
         pending = []
