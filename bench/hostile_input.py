@@ -153,9 +153,13 @@ def kafka_runs(work: Path, label: str, labelled: list[bytes], unlabelled: list[b
     predict to a posteriors topic; count what comes out on the topics."""
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+    from streambayes.runtime.kafka_python import create_topic
+
     tag = f"{label}-{int(time.time() * 1000)}"
     train, test, dlq, post = (f"{tag}-{name}" for name in ("train", "test", "dlq", "post"))
-    producer = KafkaProducer(bootstrap_servers=bootstrap, max_request_size=8 << 20, acks="all")
+    for topic in (train, test):  # input topics take 4 MB records; dead letters keep the 1 MB default
+        create_topic(bootstrap, topic, 1, config={"max.message.bytes": str(4 << 20)})
+    producer = KafkaProducer(bootstrap_servers=bootstrap, max_request_size=4 << 20, acks="all")
     refused = Counter()
     for topic, values in ((train, labelled), (test, unlabelled)):
         for value in values:
@@ -184,7 +188,7 @@ def kafka_runs(work: Path, label: str, labelled: list[bytes], unlabelled: list[b
                 for rec in records:
                     n += 1
                     idle = time.monotonic()
-                    if topic == dlq:
+                    if topic.startswith(dlq):
                         reason = json.loads(rec.value).get("reason")
                         reasons[reason] += 1 if reason else 0
                         missing += 0 if reason else 1
@@ -195,11 +199,14 @@ def kafka_runs(work: Path, label: str, labelled: list[bytes], unlabelled: list[b
     snaps = work / f"{tag}-snaps"
     r = Run(f"kafka learn {label}")
     r.records = sent[train]
+    log = (work / f"{tag}-learn.log").open("wb")
     proc = subprocess.Popen(CLI + ["learn", "--source", f"kafka://{bootstrap}/{train}", "--snapshots",
                                    str(snaps), "--model", "nb", "--dead-letter",
                                    f"kafka://{bootstrap}/{dlq}", "--every-seconds", "1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=log, stderr=subprocess.STDOUT)
     r.status, r.hung, r.seconds, r.peak_mib = _run_until_caught_up(proc, snaps, sent[train], timeout)
+    log.close()
+    r.output = _last_line(work / f"{tag}-learn.log")
     _, r.reasons, r.no_reason = count(dlq)
     show = subprocess.run(CLI + ["snapshot", "show", str(snaps)], capture_output=True, text=True)
     learned = json.loads(show.stdout)["events"] if show.returncode == 0 else 0
@@ -208,19 +215,22 @@ def kafka_runs(work: Path, label: str, labelled: list[bytes], unlabelled: list[b
 
     r = Run(f"kafka predict {label}")
     r.records = sent[test]
+    log = (work / f"{tag}-predict.log").open("wb")
     proc = subprocess.Popen(CLI + ["predict", "--source", f"kafka://{bootstrap}/{test}", "--sink",
                                    f"kafka://{bootstrap}/{post}", "--snapshots", str(snaps),
                                    "--dead-letter", f"kafka://{bootstrap}/{dlq}-p"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            stdout=log, stderr=subprocess.STDOUT,
                             env={**os.environ, "STREAMBAYES_KAFKA_GROUP": f"{tag}-g"})
     start = time.perf_counter()
     deadline = start + timeout
-    while time.perf_counter() < deadline:
+    while time.perf_counter() < deadline and not _exited(proc):
         published, _, _ = count(post)
         letters, _, _ = count(f"{dlq}-p")
         if published + letters >= sent[test]:
             break
     r.status, r.hung, r.seconds, r.peak_mib = _stop(proc, start, deadline)
+    log.close()
+    r.output = _last_line(work / f"{tag}-predict.log")
     published, _, _ = count(post)
     _, r.reasons, r.no_reason = count(f"{dlq}-p")
     r.accounted = published + sum(r.reasons.values()) + r.no_reason
@@ -230,10 +240,23 @@ def kafka_runs(work: Path, label: str, labelled: list[bytes], unlabelled: list[b
     return runs
 
 
+def _exited(proc: subprocess.Popen) -> bool:
+    """Whether the child has exited, without reaping it (wait4 reads its rusage later)."""
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _last_line(path: Path) -> str:
+    lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    return lines[-1][-200:] if lines else ""
+
+
 def _run_until_caught_up(proc: subprocess.Popen, snaps: Path, n: int, timeout: float):
     start = time.perf_counter()
     deadline = start + timeout
-    while time.perf_counter() < deadline and proc.poll() is None:
+    while time.perf_counter() < deadline and not _exited(proc):
         time.sleep(1)
         show = subprocess.run(CLI + ["snapshot", "show", str(snaps)], capture_output=True, text=True)
         if show.returncode == 0:
@@ -245,7 +268,7 @@ def _run_until_caught_up(proc: subprocess.Popen, snaps: Path, n: int, timeout: f
 
 def _stop(proc: subprocess.Popen, start: float, deadline: float):
     """SIGTERM the service; (status, hung, seconds, peak MiB)."""
-    if proc.poll() is None:
+    if not _exited(proc):
         proc.terminate()
     hung = False
     grace = max(deadline - time.perf_counter(), 0) + 30
@@ -282,19 +305,26 @@ def main(argv: list[str] | None = None) -> int:
     rng.shuffle(mixed_u)
     print(f"{len(bad):,} hostile records ({sum(map(len, bad)) / 2**20:,.0f} MiB) mixed with "
           f"{len(good_l):,} good labelled and {len(good_u):,} good unlabelled events")
-    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         runs = file_runs(work, "clean", good_l, good_u, args.timeout) + \
             file_runs(work, "hostile", mixed, mixed_u, args.timeout)
+        report(runs, "hostile input on files: replay, learn, predict")
         if args.kafka:
             from streambayes.devtools.broker import broker_info
 
             with broker_info() as info:
                 bootstrap = info.bootstrap
                 print(f"broker: {info}", flush=True)
-                runs += kafka_runs(work, "clean", good_l, good_u, args.timeout, bootstrap)
-                runs += kafka_runs(work, "hostile", mixed, mixed_u, args.timeout, bootstrap)
+                kafka = kafka_runs(work, "clean", good_l, good_u, args.timeout, bootstrap)
+                kafka += kafka_runs(work, "hostile", mixed, mixed_u, args.timeout, bootstrap)
+            report(kafka, "hostile input through Kafka: learn, predict")
+    return 0
+
+
+def report(runs: list[Run], title: str) -> None:
+    """The table of ``runs`` and the totals against the targets."""
+    rows = []
     clean_peak = {r.name.replace(" clean", ""): r.peak_mib for r in runs if r.name.endswith("clean")}
     for r in runs:
         base = clean_peak.get(r.name.replace(" hostile", ""), 0.0)
@@ -303,9 +333,11 @@ def main(argv: list[str] | None = None) -> int:
                      f"{r.records:,}", f"{r.accounted:,}", f"{r.records - r.accounted:,}",
                      str(r.no_reason), f"{r.peak_mib:,.0f}", f"{ratio:.2f}x" if ratio else "",
                      ", ".join(f"{k} {v}" for k, v in sorted(r.reasons.items()))])
-    print_table("hostile input: replay, learn, predict",
-                ["run", "exit", "s", "records", "accounted", "lost", "no reason", "peak MiB",
-                 "vs clean", "dead letters"], rows)
+    print_table(title, ["run", "exit", "s", "records", "accounted", "lost", "no reason", "peak MiB",
+                        "vs clean", "dead letters"], rows)
+    for r in runs:
+        if r.status not in (0, None) or r.hung:
+            print(f"  {r.name}: {r.output}")
     crashes = sum(1 for r in runs if r.status not in (0, None))
     hangs = sum(r.hung for r in runs)
     lost = sum(max(r.records - r.accounted, 0) for r in runs)
@@ -313,7 +345,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"crashes {crashes}, hangs {hangs}, lost {lost}, letters without reason "
           f"{sum(r.no_reason for r in runs)}, worst peak RSS vs clean {worst:.2f}x "
           f"(targets: 0, 0, 0, 0, <= 2x)")
-    return 0
 
 
 if __name__ == "__main__":
