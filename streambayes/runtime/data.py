@@ -1,8 +1,9 @@
 """Finding the SMS Spam Collection for the demo: local data, cache, download, or synthetic.
 
 Order: ``$STREAMBAYES_DATA/sms_spam_collection/SMSSpamCollection`` (the layout of
-``shared/data``); then the same path under the cache folder; then, unless offline, the UCI zip
-(dataset 228) downloaded into the cache under a hard time limit; else a seeded synthetic
+``shared/data``); then ``../shared/data`` seen from the current directory (a checkout next to
+the shared data, as the tests assume); then the same path under the cache folder; then, unless
+offline, the UCI zip (dataset 228) downloaded into the cache under a hard time limit; else a seeded synthetic
 spam/ham stream in the same ``label<TAB>text`` format, which callers must call synthetic.
 
 >>> lines = synthetic_sms(n=50, seed=1)
@@ -31,6 +32,7 @@ from streambayes.errors import DataUnavailable
 SMS_RELATIVE = Path("sms_spam_collection") / "SMSSpamCollection"
 SMS_MEMBER = "SMSSpamCollection"
 MAX_DOWNLOAD_BYTES = 32 << 20
+SHARED_DATA = Path("..") / "shared" / "data"  # relative to the current directory
 
 
 @dataclass(frozen=True)
@@ -44,9 +46,10 @@ class SmsData:
 
 def find_sms(settings: Settings) -> SmsData:
     """The best available SMS data; never raises (the synthetic stream is the last resort)."""
-    if settings.data is not None and (settings.data / SMS_RELATIVE).is_file():
-        path = settings.data / SMS_RELATIVE
-        return SmsData("local", path, f"SMS Spam Collection from {path}")
+    for data in (settings.data, SHARED_DATA):
+        if data is not None and (data / SMS_RELATIVE).is_file():
+            path = data / SMS_RELATIVE
+            return SmsData("local", path, f"SMS Spam Collection from {path}")
     cached = settings.cache_dir / SMS_RELATIVE
     if cached.is_file():
         return SmsData("cache", cached, f"SMS Spam Collection from the cache, {cached}")

@@ -24,6 +24,12 @@ def shared_data() -> Path:
     return root
 
 
+@pytest.fixture(autouse=True)
+def _away_from_the_checkout(tmp_path, monkeypatch):
+    """Run in an empty folder: ``../shared/data`` beside the checkout is found only on purpose."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture
 def no_data(tmp_path, monkeypatch):
     """An empty data folder, an empty cache, and no network."""
@@ -31,6 +37,7 @@ def no_data(tmp_path, monkeypatch):
     monkeypatch.setenv("STREAMBAYES_DATA", str(tmp_path / "data"))
     monkeypatch.setenv("STREAMBAYES_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("STREAMBAYES_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)  # no ../shared/data beside the current directory either
     return tmp_path
 
 
@@ -62,6 +69,18 @@ def _sms_zip(tmp_path: Path) -> Path:
     path = tmp_path / "sms.zip"
     path.write_bytes(buf.getvalue())
     return path
+
+
+def test_demo_finds_the_shared_data_beside_the_checkout_without_the_variable(tmp_path, monkeypatch):
+    checkout = tmp_path / "project"
+    checkout.mkdir()
+    target = tmp_path / "shared" / "data" / SMS_RELATIVE
+    target.parent.mkdir(parents=True)
+    target.write_bytes((shared_data() / SMS_RELATIVE).read_bytes())
+    monkeypatch.delenv("STREAMBAYES_DATA", raising=False)
+    monkeypatch.chdir(checkout)
+    found = find_sms(Settings(offline=True, cache_dir=tmp_path / "cache"))
+    assert found.origin == "local" and found.path.resolve() == target.resolve()
 
 
 def test_download_extracts_into_the_cache_then_the_cache_is_used(tmp_path):
