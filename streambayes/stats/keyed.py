@@ -73,7 +73,10 @@ class KeyedCounts:
         if not len(keys):
             return
         u, inv = np.unique(keys, return_inverse=True)
-        sums = np.bincount(inv.reshape(-1), weights, minlength=len(u))
+        self.add_unique(u, np.bincount(inv.reshape(-1), weights, minlength=len(u)))
+
+    def add_unique(self, u: np.ndarray, sums: np.ndarray) -> None:
+        """Add ``sums`` at ascending unique keys ``u``."""
         at, hit = self.find(u)
         self.counts[at[hit]] += sums[hit]
         if not hit.all():

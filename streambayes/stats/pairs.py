@@ -49,7 +49,9 @@ def event_tuples(rows: np.ndarray, codes: np.ndarray, w: np.ndarray, r: int, chu
         g = codes[lo:lo + step][:, pos]  # (events, combos, r)
         ok = (g >= 0).all(axis=2)
         ev = np.nonzero(ok)[0]
-        yield rows[lo:lo + step][ev], np.sort(g[ok], axis=1), w[lo:lo + step][ev]
+        g = g[ok]
+        g = np.sort(g, axis=1) if r > 2 else np.stack([g.min(axis=1), g.max(axis=1)], axis=1)
+        yield rows[lo:lo + step][ev], g, w[lo:lo + step][ev]
 
 
 class PairCounts:
@@ -90,8 +92,22 @@ class PairCounts:
         """Add every pair of present codes of each event (``codes`` (n, d), -1 = missing)."""
         ev, col = np.nonzero(codes >= 0)
         np.add.at(self._single, (rows[ev], codes[ev, col]), weights[ev])
-        for c, g, w in event_tuples(rows, codes, weights, 2):
-            self.pairs.add(pack([c, g[:, 0], g[:, 1]], BITS), w)
+        g = self.n_codes
+        size = self.n_classes * g * g
+        m = codes.shape[1] * (codes.shape[1] - 1) // 2
+        if size > max(2**16, 4 * m * len(rows)):
+            for c, pair, w in event_tuples(rows, codes, weights, 2):
+                self.pairs.add(pack([c, pair[:, 0], pair[:, 1]], BITS), w)
+            return
+        # small classes × codes²: one dense tally of the batch (missing pairs to a spare slot)
+        i, j = np.triu_indices(codes.shape[1], 1)
+        a, b = codes[:, i], codes[:, j]
+        flat = (rows[:, None] * g + np.minimum(a, b)) * g + np.maximum(a, b)
+        flat = np.where((a >= 0) & (b >= 0), flat, size).ravel()
+        w = np.repeat(weights, len(i))
+        seen = np.flatnonzero(np.bincount(flat, minlength=size + 1)[:size])
+        sums = np.bincount(flat, w, minlength=size + 1)[seen]
+        self.pairs.add_unique(pack([seen // (g * g), seen // g % g, seen % g], BITS), sums)
 
     def add_pairs(self, c: int, code: int, others: np.ndarray, weight: float) -> None:
         """Add ``(code, code)`` and ``(code, o)`` for each other code ``o``."""

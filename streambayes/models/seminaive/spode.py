@@ -51,7 +51,8 @@ class SPODETable(ODETable):
                 attr_of = np.array(self.attrs.attr_of, np.int64)
                 cmi = (conditional_mutual_information(self.pairs.view(), attr_of, len(names))
                        if self.dense_fits(2) else sparse_information(self.pairs, attr_of, len(names))[1])
-                best = min(names, key=lambda n: (-cmi[self.attrs.names.get(n)].sum(), str(n)))
+                score = np.round(cmi.sum(axis=1), 10)  # equal up to summation order: a tie, to the name
+                best = min(names, key=lambda n: (-score[self.attrs.names.get(n)], str(n)))
             self._chosen = (self.version, best)
         return self._chosen[1]
 
