@@ -20,6 +20,8 @@ so memory follows the data, not classes × codes². Missing values add nothing.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from streambayes.stats.keyed import ENTRY_BYTES, KeyedCounts, pack, unpack
@@ -32,9 +34,7 @@ def _combos(d: int, r: int) -> np.ndarray:
     """(combinations, r) positions ``i < j (< l)`` of ``d`` columns."""
     if r == 2:
         return np.stack(np.triu_indices(d, 1), axis=1)
-    i, j, k = np.meshgrid(np.arange(d), np.arange(d), np.arange(d), indexing="ij")
-    keep = (i < j) & (j < k)
-    return np.stack([i[keep], j[keep], k[keep]], axis=1)
+    return np.array(list(itertools.combinations(range(d), r)), np.int64).reshape(-1, r)
 
 
 def event_tuples(rows: np.ndarray, codes: np.ndarray, w: np.ndarray, r: int, chunk: int = _CHUNK):

@@ -1,11 +1,14 @@
-"""Class × value × value × value co-occurrence counts: the sufficient statistics of kDB with
-k = 2 (Sahami 1996), P(x_i | c, x_p1, x_p2), stored only where they occur.
+"""Class × value^r co-occurrence counts for r = 3, 4, …: the sufficient statistics of kDB with
+k = r - 1 parents besides the class (Sahami 1996), P(x_i | c, x_p1, …, x_pk), stored only where
+they occur.
 
 As in :class:`~streambayes.stats.PairCounts`, every (attribute, value) pair has a global code.
-Only triples of three different codes are kept (a triple with a repeated code is a pair or a
-single count, which :class:`PairCounts` holds): one :class:`KeyedCounts` entry (16 bytes) per
-(class, g < h < l) that occurred. Memory follows the data, not classes × codes³.
-:meth:`view` gives the dense table of those triples (every order), for small tables.
+Only tuples of ``r`` different codes are kept (a tuple with a repeated code is a shorter one,
+which the pair table or a lower-order table holds): one :class:`KeyedCounts` entry (16 bytes)
+per (class, g1 < g2 < … < gr) that occurred. Memory follows the data, not classes × codes^r.
+A key packs the class and ``r`` codes in 63 bits: 16 bits a code for r = 3 (65,536 codes,
+32,768 classes), fewer for higher orders (:func:`key_bits`).
+:meth:`view` gives the dense table of those tuples (every order of the codes), for small tables.
 
 >>> t = TripleCounts()
 >>> t.grow(n_classes=1, n_codes=4)
@@ -25,98 +28,143 @@ import numpy as np
 from streambayes.stats.keyed import ENTRY_BYTES, KeyedCounts, pack, unpack
 from streambayes.stats.pairs import event_tuples
 
-BITS = 16  # bits per code in a key: up to 2^16 codes, 2^15 classes
+
+def key_bits(order: int) -> tuple[int, int]:
+    """(bits per code, bits for the class) of a key of ``order`` codes."""
+    code = min(16, (63 - 8) // order)
+    return code, 63 - order * code
 
 
-class TripleCounts:
-    """Sparse counts of (class, g < h < l) over three different codes."""
+BITS = key_bits(3)[0]
 
-    def __init__(self, max_bytes: int = 512 * 2**20) -> None:
-        self.max_bytes = max_bytes
+
+class TupleCounts:
+    """Sparse counts of (class, g1 < … < g_order) over ``order`` different codes."""
+
+    def __init__(self, max_bytes: int = 512 * 2**20, order: int = 3) -> None:
+        if order < 3:
+            raise ValueError(f"order must be >= 3 (pairs are PairCounts), got {order}")
+        self.max_bytes, self.order = max_bytes, order
+        self.bits, self.class_bits = key_bits(order)
         self.n_classes = 0
         self.n_codes = 0
-        self.triples = KeyedCounts()
+        self.triples = KeyedCounts()  # the tuples (named for order 3, the common case)
 
     def grow(self, n_classes: int, n_codes: int) -> None:
         self.n_classes = max(self.n_classes, n_classes)
         self.n_codes = max(self.n_codes, n_codes)
 
+    def _columns(self) -> list[np.ndarray]:
+        return unpack(self.triples.keys, self.order + 1, self.bits)
+
     def view(self) -> np.ndarray:
-        """Dense (classes, codes, codes, codes) counts of the triples of three different codes
-        (0 where a code repeats; a new array: for small tables)."""
-        g = self.n_codes
-        t = np.zeros((self.n_classes, g, g, g))
-        c, *abc = unpack(self.triples.keys, 4, BITS)
-        for p in itertools.permutations(range(3)):
-            t[c, abc[p[0]], abc[p[1]], abc[p[2]]] = self.triples.counts
+        """Dense (classes, codes, …) counts of the tuples of different codes (0 where a code
+        repeats; a new array: for small tables)."""
+        t = np.zeros((self.n_classes,) + (self.n_codes,) * self.order)
+        c, *g = self._columns()
+        for p in itertools.permutations(range(self.order)):
+            t[(c, *(g[i] for i in p))] = self.triples.counts
         return t
 
+    def _key(self, c: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """Keys of classes ``c`` and ascending codes ``g`` (…, order)."""
+        return pack([c, *(g[..., i] for i in range(g.shape[-1]))], self.bits)
+
     def add(self, rows: np.ndarray, codes: np.ndarray, weights: np.ndarray) -> None:
-        """Add every triple of present codes of each event (``codes`` (n, d), -1 = missing)."""
-        for c, g, w in event_tuples(rows, codes, weights, 3):
-            self.triples.add(pack([c, g[:, 0], g[:, 1], g[:, 2]], BITS), w)
+        """Add every tuple of present codes of each event (``codes`` (n, d), -1 = missing)."""
+        for c, g, w in event_tuples(rows, codes, weights, self.order):
+            self.triples.add(self._key(c, g), w)
 
     def add_with(self, c: int, code: int, others: np.ndarray, weight: float) -> None:
-        """Add the triples of ``code`` with two of ``others`` (a replayed event whose value
-        ``code`` just got its code; the triples among ``others`` are counted already)."""
+        """Add the tuples of ``code`` with ``order - 1`` of ``others`` (a replayed event whose
+        value ``code`` just got its code; the tuples among ``others`` are counted already)."""
         others = np.asarray(others, np.int64)
-        i, j = np.triu_indices(len(others), 1)
-        g = np.sort(np.stack([np.full(len(i), code), others[i], others[j]], axis=1), axis=1)
-        self.triples.add(pack([np.full(len(i), c), g[:, 0], g[:, 1], g[:, 2]], BITS),
-                         np.full(len(i), float(weight)))
+        combos = np.array(list(itertools.combinations(range(len(others)), self.order - 1)), np.int64)
+        if not len(combos):
+            return
+        g = np.sort(np.concatenate([np.full((len(combos), 1), code), others[combos]], axis=1), axis=1)
+        self.triples.add(self._key(np.full(len(g), c), g), np.full(len(g), float(weight)))
 
-    def merge(self, other: TripleCounts, class_map: np.ndarray, code_map: np.ndarray,
+    def merge(self, other: TupleCounts, class_map: np.ndarray, code_map: np.ndarray,
               factor: float = 1.0) -> None:
         """Add ``other``'s counts; its class ``i`` is our ``class_map[i]`` and its code ``g``
         ours ``code_map[g]`` (-1: dropped; both maps one-to-one)."""
         self.grow(int(class_map.max(initial=-1)) + 1, int(code_map.max(initial=-1)) + 1)
-        c, *abc = unpack(other.triples.keys, 4, BITS)
-        g = np.stack([code_map[x] for x in abc], axis=1)
+        c, *cols = other._columns()
+        g = np.stack([code_map[x] for x in cols], axis=1)
         ok = (g >= 0).all(axis=1)
-        g = np.sort(g[ok], axis=1)
-        self.triples.add(pack([class_map[c[ok]], g[:, 0], g[:, 1], g[:, 2]], BITS),
-                         other.triples.counts[ok] * factor)
+        keys = self._key(class_map[c[ok]], np.sort(g[ok], axis=1))
+        self.triples.add(keys, other.triples.counts[ok] * factor)
 
     def scale(self, factor: float) -> None:
         self.triples.scale(factor)
 
     # -- lookups (sparse prediction) -----------------------------------------------------------
-    def lookup(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-        """Counts of ``(class, a, b, c)`` (three different codes) for every class:
+    def lookup(self, *codes: np.ndarray) -> np.ndarray:
+        """Counts of ``(class, codes…)`` (``order`` different codes, broadcast) for every class:
         (classes, *broadcast shape)."""
-        g = np.sort(np.stack(np.broadcast_arrays(a, b, c), axis=-1).astype(np.int64), axis=-1)
+        g = np.sort(np.stack(np.broadcast_arrays(*codes), axis=-1).astype(np.int64), axis=-1)
         cs = np.arange(self.n_classes).reshape((-1,) + (1,) * (g.ndim - 1))
-        shape = (self.n_classes, *g.shape[:-1])
-        return self.triples.get(pack([np.broadcast_to(cs, shape), g[..., 0], g[..., 1], g[..., 2]], BITS))
+        return self.triples.get(self._key(np.broadcast_to(cs, (self.n_classes, *g.shape[:-1])), g))
 
     def known(self, attr_of: np.ndarray) -> KeyedCounts:
-        """Sparse |D_c,g,h,j| (events of class c with g, h and attribute j known; j another
-        attribute than g's and h's): keys (c, g < h, j)."""
-        c, a, b, l3 = unpack(self.triples.keys, 4, BITS)
-        keys = np.concatenate([pack([c, a, b, attr_of[l3]], BITS), pack([c, a, l3, attr_of[b]], BITS),
-                               pack([c, b, l3, attr_of[a]], BITS)])
-        return KeyedCounts.from_items(keys, np.tile(self.triples.counts, 3))
+        """Sparse events of class c with the ``order - 1`` codes g… and attribute j known (j
+        another attribute than theirs): keys (c, ascending g…, j)."""
+        c, *g = self._columns()
+        keys = [pack([c, *(g[i] for i in range(self.order) if i != drop), attr_of[g[drop]]], self.bits)
+                for drop in range(self.order)]
+        return KeyedCounts.from_items(np.concatenate(keys), np.tile(self.triples.counts, self.order))
+
+    def known_key(self, cs: np.ndarray, g: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """Keys of :meth:`known` for classes ``cs``, codes ``g`` (…, order - 1) and attributes ``j``."""
+        g = np.sort(g, axis=-1)
+        return pack([cs, *(g[..., i] for i in range(g.shape[-1])), j], self.bits)
 
     # -- state ------------------------------------------------------------------------------------
+    @property
+    def state_keys(self) -> tuple[str, str]:
+        name = "triple" if self.order == 3 else f"tuple{self.order}"
+        return f"{name}_codes", f"{name}_counts"
+
     def to_arrays(self, order: np.ndarray) -> dict:
-        """The triples with codes renumbered (new code ``i`` is old code ``order[i]``), as
-        (class, g, h, l) rows with g < h < l, in key order."""
+        """The tuples with codes renumbered (new code ``i`` is old code ``order[i]``), as
+        (class, g1, …) rows with ascending codes, in key order."""
         inv = np.empty(len(order), np.int64)
         inv[order] = np.arange(len(order))
-        c, *abc = unpack(self.triples.keys, 4, BITS)
-        g = np.sort(np.stack([inv[x] for x in abc], axis=1), axis=1)
-        keys = pack([c, g[:, 0], g[:, 1], g[:, 2]], BITS)
+        c, *cols = self._columns()
+        g = np.sort(np.stack([inv[x] for x in cols], axis=-1), axis=-1).reshape(-1, self.order)
+        keys = self._key(c, g)
         at = np.argsort(keys, kind="stable")
-        rows = np.stack(unpack(keys[at], 4, BITS), axis=1) if len(keys) else np.zeros((0, 4), np.int64)
-        return {"triple_codes": rows, "triple_counts": self.triples.counts[at].copy()}
+        rows = np.stack(unpack(keys[at], self.order + 1, self.bits), axis=1).reshape(-1, self.order + 1)
+        names = self.state_keys
+        return {names[0]: rows, names[1]: self.triples.counts[at].copy()}
+
+    def load_arrays(self, n_classes: int, n_codes: int, rows: np.ndarray, counts: np.ndarray) -> None:
+        self.grow(n_classes, n_codes)
+        r = np.asarray(rows, np.int64).reshape(-1, self.order + 1)
+        self.triples = KeyedCounts.from_items(self._key(r[:, 0], r[:, 1:]), counts)
+
+    def entries_per_event(self, d: int) -> int:
+        return int(np.prod([d - i for i in range(self.order)]) // np.prod(range(1, self.order + 1)))
+
+    def memory_bytes(self) -> int:
+        return self.triples.nbytes
+
+    def bytes_after(self, new_entries: int) -> int:
+        return (len(self.triples) + new_entries) * ENTRY_BYTES
+
+
+class TripleCounts(TupleCounts):
+    """Order 3: kDB with k = 2."""
+
+    def __init__(self, max_bytes: int = 512 * 2**20) -> None:
+        super().__init__(max_bytes, 3)
 
     @classmethod
     def from_arrays(cls, n_classes: int, n_codes: int, rows: np.ndarray, counts: np.ndarray,
                     max_bytes: int = 512 * 2**20) -> TripleCounts:
         t = cls(max_bytes)
-        t.grow(n_classes, n_codes)
-        r = np.asarray(rows, np.int64).reshape(-1, 4)
-        t.triples = KeyedCounts.from_items(pack([r[:, 0], r[:, 1], r[:, 2], r[:, 3]], BITS), counts)
+        t.load_arrays(n_classes, n_codes, rows, counts)
         return t
 
     @classmethod
@@ -126,13 +174,3 @@ class TripleCounts:
         keep = (a < b) & (b < l3)
         rows = np.stack([c[keep], a[keep], b[keep], l3[keep]], axis=1)
         return cls.from_arrays(table.shape[0], table.shape[1], rows, table[c, a, b, l3][keep], max_bytes)
-
-    @staticmethod
-    def entries_per_event(d: int) -> int:
-        return d * (d - 1) * (d - 2) // 6
-
-    def memory_bytes(self) -> int:
-        return self.triples.nbytes
-
-    def bytes_after(self, new_entries: int) -> int:
-        return (len(self.triples) + new_entries) * ENTRY_BYTES

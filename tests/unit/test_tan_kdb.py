@@ -119,8 +119,9 @@ def test_tan_refit_every_n_events():
 def test_tan_parameters_are_checked():
     with pytest.raises(ModelError, match="refit_every"):
         TAN(refit_every=0)
-    with pytest.raises(ModelError, match="k = 1 or 2"):
-        KDB(k=3)
+    for k in (0, 5, 1.5, True):
+        with pytest.raises(ModelError, match="k = 1 … 4"):
+            KDB(k=k)
 
 
 def watermelon_rows() -> list[tuple[dict, str]]:
