@@ -46,12 +46,30 @@ def event_tuples(rows: np.ndarray, codes: np.ndarray, w: np.ndarray, r: int, chu
         return
     step = max(1, chunk // len(pos))
     for lo in range(0, n, step):
-        g = codes[lo:lo + step][:, pos]  # (events, combos, r)
-        ok = (g >= 0).all(axis=2)
-        ev = np.nonzero(ok)[0]
-        g = g[ok]
-        g = np.sort(g, axis=1) if r > 2 else np.stack([g.min(axis=1), g.max(axis=1)], axis=1)
+        block = codes[lo:lo + step]
+        cols = [block[:, pos[:, t]] for t in range(r)]  # each (events, combos)
+        ok = cols[0] >= 0
+        for col in cols[1:]:
+            ok &= col >= 0
+        cols = _ascending(cols)
+        if ok.all():
+            ev = np.repeat(np.arange(len(block)), len(pos))
+            g = np.stack([col.ravel() for col in cols], axis=1)
+        else:
+            ev = np.nonzero(ok)[0]
+            g = np.stack([col[ok] for col in cols], axis=1)
         yield rows[lo:lo + step][ev], g, w[lo:lo + step][ev]
+
+
+def _ascending(cols: list[np.ndarray]) -> list[np.ndarray]:
+    """The columns sorted element-wise (min … max)."""
+    if len(cols) == 2:
+        return [np.minimum(*cols), np.maximum(*cols)]
+    if len(cols) == 3:
+        a, b, c = cols
+        low, high = np.minimum(np.minimum(a, b), c), np.maximum(np.maximum(a, b), c)
+        return [low, a + b + c - low - high, high]
+    return list(np.moveaxis(np.sort(np.stack(cols, axis=-1), axis=-1), -1, 0))
 
 
 class PairCounts:

@@ -73,7 +73,26 @@ class TupleCounts:
     def add(self, rows: np.ndarray, codes: np.ndarray, weights: np.ndarray) -> None:
         """Add every tuple of present codes of each event (``codes`` (n, d), -1 = missing)."""
         for c, g, w in event_tuples(rows, codes, weights, self.order):
+            self._add(c, g, w)
+
+    def _add(self, c: np.ndarray, g: np.ndarray, w: np.ndarray) -> None:
+        """Add weights at classes ``c`` and ascending codes ``g`` (m, order): tallied densely when
+        classes × codes^order is small next to the batch."""
+        n = self.n_codes
+        size = self.n_classes * n**self.order
+        if size > max(2**16, 4 * len(c)):
             self.triples.add(self._key(c, g), w)
+            return
+        flat = c.astype(np.int64)
+        for i in range(self.order):
+            flat = flat * n + g[:, i]
+        seen = np.flatnonzero(np.bincount(flat, minlength=size))
+        sums = np.bincount(flat, w, minlength=size)[seen]
+        cols, rest = [], seen
+        for _ in range(self.order):
+            rest, col = np.divmod(rest, n)
+            cols.append(col)
+        self.triples.add_unique(self._key(rest, np.stack(cols[::-1], axis=1)), sums)
 
     def add_with(self, c: int, code: int, others: np.ndarray, weight: float) -> None:
         """Add the tuples of ``code`` with ``order - 1`` of ``others`` (a replayed event whose
