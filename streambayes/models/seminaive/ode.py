@@ -40,7 +40,7 @@ class Derived:
             self.known_with = self.t @ onehot  # |D_c,x,j|: events of class c with x and j known
         else:  # large: the same numbers, looked up for the codes a batch asks for
             self.t = PairView(table.pairs, scale)
-            self.known_with = KnownView(table.pairs.known(attr_of), self.single, attr_of, scale)
+            self.known_with = KnownView(table.pairs.known(attr_of), self.single, attr_of, d, scale)
         self.class_attr = self.single @ onehot  # events of class c with attribute j known, (k, d)
         self.attr_total = self.class_attr.sum(axis=0)  # |D_i|, (d,)
         self.value_total = self.single.sum(axis=0)  # |D_x|, (G,)
@@ -97,19 +97,20 @@ class KnownView:
     """``view[:, g, j]``: events of each class with code ``g`` and attribute ``j`` known (``j``
     may be ``:``, every attribute), from the sparse sums ``known`` of the pair counts."""
 
-    def __init__(self, known: KeyedCounts, single: np.ndarray, attr_of: np.ndarray, scale: float,
-                 bits: int = PAIR_BITS) -> None:
-        self.known, self.single, self.attr_of, self.scale, self.bits = known, single, attr_of, scale, bits
+    def __init__(self, known: KeyedCounts, single: np.ndarray, attr_of: np.ndarray, n_attrs: int,
+                 scale: float) -> None:
+        self.known, self.single, self.attr_of, self.scale = known, single, attr_of, scale
+        self.n_attrs = n_attrs
 
     def __getitem__(self, key: tuple) -> np.ndarray:
         *_, g, j = key
         if isinstance(j, slice):
-            j = np.arange(int(self.attr_of.max(initial=-1)) + 1)
+            j = np.arange(self.n_attrs)
             g = np.asarray(g)[..., None]
         g, j = np.broadcast_arrays(np.asarray(g, np.int64), np.asarray(j, np.int64))
         k = self.single.shape[0]
         cs = np.broadcast_to(np.arange(k).reshape((-1,) + (1,) * g.ndim), (k, *g.shape))
-        out = self.known.get(pack([cs, g, j], self.bits)) * self.scale
+        out = self.known.get(pack([cs, g, j], PAIR_BITS)) * self.scale
         same = self.attr_of[g] == j  # the attribute of g itself: the single count
         if same.any():
             out[:, same] = self.single[:, g[same]]
