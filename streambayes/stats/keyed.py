@@ -92,7 +92,8 @@ class KeyedCounts:
         """Counts of (possibly repeated, unsorted) keys; zero counts are not stored."""
         t = cls()
         keep = np.asarray(counts) != 0
-        t.add(np.asarray(keys, np.int64)[keep], np.asarray(counts, np.float64)[keep])
+        t.keys, inv = np.unique(np.asarray(keys, np.int64)[keep], return_inverse=True)
+        t.counts = np.bincount(inv.reshape(-1), np.asarray(counts, np.float64)[keep], minlength=len(t.keys))
         return t
 
     @property

@@ -157,8 +157,11 @@ class PairCounts:
         """Counts of ``(c, a, b)`` for every class, shape (classes, *broadcast shape)."""
         a, b = np.broadcast_arrays(np.asarray(a, np.int64), np.asarray(b, np.int64))
         lo, hi = np.minimum(a, b), np.maximum(a, b)
-        cs = np.arange(self.n_classes).reshape((-1,) + (1,) * a.ndim)
-        out = self.pairs.get(pack([np.broadcast_to(cs, (len(cs), *a.shape)), lo, hi], BITS))
+        u, inv = np.unique((lo * max(self.n_codes, 1) + hi).ravel(), return_inverse=True)  # each pair once
+        ul, uh = np.divmod(u, max(self.n_codes, 1))
+        cs = np.arange(self.n_classes)[:, None]
+        found = self.pairs.get(pack([np.broadcast_to(cs, (len(cs), len(u))), ul[None], uh[None]], BITS))
+        out = found[:, inv.ravel()].reshape(len(cs), *a.shape)
         same = a == b
         if same.any():
             out[:, same] = self.singles()[:, a[same]]

@@ -109,8 +109,11 @@ class KnownView:
             g = np.asarray(g)[..., None]
         g, j = np.broadcast_arrays(np.asarray(g, np.int64), np.asarray(j, np.int64))
         k = self.single.shape[0]
-        cs = np.broadcast_to(np.arange(k).reshape((-1,) + (1,) * g.ndim), (k, *g.shape))
-        out = self.known.get(pack([cs, g, j], PAIR_BITS)) * self.scale
+        u, inv = np.unique((g * self.n_attrs + j).ravel(), return_inverse=True)  # each (g, j) once
+        ug, uj = np.divmod(u, self.n_attrs)
+        cs = np.broadcast_to(np.arange(k)[:, None], (k, len(u)))
+        found = self.known.get(pack([cs, ug[None], uj[None]], PAIR_BITS))
+        out = found[:, inv.ravel()].reshape(k, *g.shape) * self.scale
         same = self.attr_of[g] == j  # the attribute of g itself: the single count
         if same.any():
             out[:, same] = self.single[:, g[same]]
