@@ -93,7 +93,8 @@ class KeyedCounts:
         t = cls()
         keep = np.asarray(counts) != 0
         t.keys, inv = np.unique(np.asarray(keys, np.int64)[keep], return_inverse=True)
-        t.counts = np.bincount(inv.reshape(-1), np.asarray(counts, np.float64)[keep], minlength=len(t.keys))
+        sums = np.bincount(inv.reshape(-1), np.asarray(counts, np.float64)[keep], minlength=len(t.keys))
+        t.counts = sums.astype(np.float64)  # bincount of nothing is int64
         return t
 
     @property
