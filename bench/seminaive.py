@@ -2,8 +2,11 @@
 
 For each of car, mushroom, nursery, tic-tac-toe and vote (``$STREAMBAYES_DATA/uci``), rows in
 one seeded shuffled order, and for each contestant (``catnb`` = categorical naive Bayes with
-Laplace smoothing, ``aode``, ``spode``, ``tan``, ``kdb``; those absent from
-``streambayes.models.MODELS`` are listed and skipped):
+Laplace smoothing, ``aode``, ``spode``, ``tan``, ``kdb``, ``kdb2`` = kDB with k = 2; those absent
+from ``streambayes.models.MODELS`` are listed and skipped). ``--datasets wide`` adds a synthetic
+audiology-like set (24 classes, 60 attributes of 2 to 150 values, 226 rows; ``wide_stream``),
+whose dense class × value³ table would need ~35 GB. The targets include memory: AODE and kDB-2
+``memory_bytes()`` <= 50 MiB on every set run:
 
   cv error      10-fold cross-validation: 10 contiguous folds of the shuffled rows; train on 9
                 with ``learn_many`` (mini-batches of ``--batch-size``), predict the held-out
@@ -52,7 +55,10 @@ from _common import (
 from streambayes.models import MODELS, make_model
 
 DATASETS = ("car", "mushroom", "nursery", "tic-tac-toe", "vote")
-CONTESTANTS = ("catnb", "aode", "spode", "tan", "kdb")
+CONTESTANTS = ("catnb", "aode", "spode", "tan", "kdb", "kdb2")
+VARIANTS = {"kdb2": ("kdb", {"k": 2})}  # contestant → (registered model, parameters)
+WIDE = "wide"  # the synthetic audiology-like set (``--datasets wide``), see wide_stream()
+MEMORY_TARGET = (("aode", 50 * 2**20), ("kdb2", 50 * 2**20))  # memory_bytes() on every set
 NB = "catnb"
 REF = "sklearn CategoricalNB (ref)"
 TARGETS = (("aode", "nursery", "learn", 50_000.0), ("aode", "nursery", "predict", 10_000.0))
@@ -60,6 +66,30 @@ THROUGHPUT_BATCH = 1000
 
 
 # -- measurements ---------------------------------------------------------------------------
+def _make(name: str):
+    """A fresh contestant: a registered model, or a variant of one (``kdb2`` = kDB with k = 2)."""
+    model, params = VARIANTS.get(name, (name, {}))
+    return make_model(model, **params)
+
+
+def wide_stream(n: int = 226, n_classes: int = 24, n_attrs: int = 60, max_values: int = 150,
+                typical: float = 0.9, missing: float = 0.05, seed: int = 0) -> tuple[list, list]:
+    """Synthetic, audiology-like (no audiology/splice file is on this machine): ``n_classes``
+    classes of skewed (Dirichlet 0.7) prior, ``n_attrs`` nominal attributes (every sixth with
+    ``max_values`` values, the others 2-6); each class has a typical value per attribute, taken
+    with probability ``typical``, else a uniform value; ``missing`` of the cells are empty.
+    A dense class × value³ table for it would need ~35 GB."""
+    rng = np.random.default_rng(seed)
+    sizes = np.where(np.arange(n_attrs) % 6 == 0, max_values, rng.integers(2, 7, n_attrs))
+    ys = rng.choice(n_classes, n, p=rng.dirichlet(np.full(n_classes, 0.7)))
+    typ = np.stack([rng.integers(0, s, n_classes) for s in sizes], axis=1)
+    other = np.stack([rng.integers(0, s, n) for s in sizes], axis=1)
+    vals = np.where(rng.random((n, n_attrs)) < typical, typ[ys], other)
+    miss = rng.random((n, n_attrs)) < missing
+    xs = [{f"a{j:02d}": None if miss[i, j] else f"v{vals[i, j]}" for j in range(n_attrs)} for i in range(n)]
+    return xs, [f"c{y}" for y in ys]
+
+
 def _labels(proba: np.ndarray, classes: list) -> np.ndarray:
     """Predicted labels: argmax per row, ties to the first column; None before any training."""
     if proba.shape[1] == 0:
@@ -83,7 +113,7 @@ def cross_validate(name: str, xs: list, ys: np.ndarray, folds: list[np.ndarray],
     errors = []
     for k, test in enumerate(folds):
         train = np.concatenate([f for j, f in enumerate(folds) if j != k]).tolist()
-        model = make_model(name)
+        model = _make(name)
         _learn(model, [xs[i] for i in train], ys[train].tolist(), bs)
         pred[test] = _predict(model, [xs[i] for i in test.tolist()], len(test))
         errors.append(float(np.mean(pred[test] != ys[test])))
@@ -93,7 +123,7 @@ def cross_validate(name: str, xs: list, ys: np.ndarray, folds: list[np.ndarray],
 
 def prequential(name: str, xs: list, ys: list, batch: int, budget: float, fallback: int) -> dict:
     """Test-then-train error; per event while within ``budget`` seconds, then in mini-batches."""
-    model, errors, i, t0 = make_model(name), 0, 0, time.perf_counter()
+    model, errors, i, t0 = _make(name), 0, 0, time.perf_counter()
     if batch == 1:
         predict, learn = model.predict_proba_one, model.learn_one
         while i < len(xs) and not (budget and time.perf_counter() - t0 > budget):
@@ -113,7 +143,7 @@ def prequential(name: str, xs: list, ys: list, batch: int, budget: float, fallba
 
 def throughput(name: str, xs: list, ys: list, repeats: int) -> dict:
     """Median learn and predict events/s in mini-batches of 1000, and the trained model's memory."""
-    models = [make_model(name) for _ in range(repeats)]
+    models = [_make(name) for _ in range(repeats)]
     learn_s = [timed(lambda m=m: _learn(m, xs, ys, THROUGHPUT_BATCH))[0] for m in models]
     model = models[-1]
     predict_s = [timed(lambda: _predict(model, xs, THROUGHPUT_BATCH))[0] for _ in range(repeats)]
@@ -155,7 +185,7 @@ def _guarded(what: str, stage: str, fn, *args) -> dict:
 
 # -- per data set ---------------------------------------------------------------------------
 def run_dataset(ds: str, names: list[str], args: argparse.Namespace) -> dict:
-    xs_file, ys_file = load_uci(ds)
+    xs_file, ys_file = wide_stream() if ds == WIDE else load_uci(ds)
     order = np.random.default_rng(args.seed).permutation(len(xs_file)).tolist()
     xs, ys = [xs_file[i] for i in order], [ys_file[i] for i in order]
     y_arr = np.array(ys, dtype=object)
@@ -270,6 +300,14 @@ def targets(results: dict) -> list[dict]:
               f"   measured {fmt(value, ',.0f', 'n/a')}{why}")
         out.append({"model": model, "dataset": ds, "kind": kind, "threshold": threshold,
                     "measured": value, "result": verdict})
+    for model, bound in MEMORY_TARGET:
+        for ds, res in results.items():
+            value = res.get("models", {}).get(model, {}).get("memory_bytes")
+            verdict = "n/a" if value is None else ("PASS" if value <= bound else "MISS")
+            print(f"  {verdict:4s}  {model.upper()} memory on {ds} <= {bound / 2**20:g} MiB"
+                  f"   measured {fmt(None if value is None else value / 2**20, ',.2f', 'n/a')} MiB")
+            out.append({"model": model, "dataset": ds, "kind": "memory_bytes", "threshold": bound,
+                        "measured": value, "result": verdict})
     return out
 
 
@@ -282,7 +320,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", type=_csv, default=list(CONTESTANTS),
                     help=f"comma-separated model names (default {','.join(CONTESTANTS)})")
-    ap.add_argument("--datasets", type=_csv, default=list(DATASETS),
+    ap.add_argument("--datasets", type=_csv, default=list(DATASETS),  # also: wide (synthetic)
                     help=f"comma-separated subset of {','.join(DATASETS)}")
     ap.add_argument("--seed", type=int, default=1, help="shuffle seed (default 1)")
     ap.add_argument("--folds", type=int, default=10, help="cross-validation folds (default 10)")
@@ -306,9 +344,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     t0 = time.perf_counter()
-    names = [n for n in args.models if n in MODELS]
-    missing = [n for n in args.models if n not in MODELS]
-    datasets = [d for d in args.datasets if d in DATASETS]
+    names = [n for n in args.models if n in MODELS or n in VARIANTS]
+    missing = [n for n in args.models if n not in MODELS and n not in VARIANTS]
+    datasets = [d for d in args.datasets if d in (*DATASETS, WIDE)]
     versions = ", ".join(f"{p} {package_version(p)}" for p in ("numpy", "scikit-learn"))
     print(f"Semi-naive Bayes on UCI sets; seed {args.seed}; Python {sys.version.split()[0]}; {versions}")
     absent = f"; not in streambayes.models.MODELS: {', '.join(missing)}" if missing else ""
@@ -318,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.preq_batch == 1 and args.preq_budget else "")
     print(f"cv: {args.folds} folds of the shuffled rows, training mini-batch {args.batch_size}; "
           f"prequential: {preq}; events/s: mini-batches of {THROUGHPUT_BATCH}, median of {args.repeats}")
-    unknown = sorted(set(args.datasets) - set(DATASETS))
+    unknown = sorted(set(args.datasets) - {*DATASETS, WIDE})
     if unknown:
         print(f"unknown data set(s) skipped: {', '.join(unknown)}")
     results: dict[str, dict] = {}

@@ -187,6 +187,10 @@ def test_high_cardinality_is_bounded():
     with pytest.raises(LimitError):
         m.learn_one({"id": "u50", "kind": "k"}, "a")
     assert repr(m.to_state()) == before
-    with pytest.raises(FeatureError, match="max_bytes"):  # 40 attributes × 50 values would not fit
-        m.learn_many([{f"f{j}": f"v{i}" for j in range(40)} for i in range(50)], ["a"] * 50)
+    with pytest.raises(FeatureError, match="max_bytes"):  # 200 events × 780 pairs could need 2.5 MB
+        m.learn_many([{f"f{j}": f"v{i % 50}" for j in range(40)} for i in range(200)], ["a"] * 200)
     assert repr(m.to_state()) == before
+    # 40 attributes × 50 values: classes × values² dense counts would need 64 MB; the pairs that
+    # occur (50 events × 780) fit, and what is stored stays under max_bytes
+    m.learn_many([{f"f{j}": f"v{i}" for j in range(40)} for i in range(50)], ["a"] * 50)
+    assert m.memory_bytes() < 2**20 and m.predict_one({"f0": "v3", "f1": "v3"}) == "a"

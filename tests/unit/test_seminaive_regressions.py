@@ -51,8 +51,8 @@ def test_new_classes_count_against_max_bytes_before_anything_changes():
     m = AODE(max_bytes=4000)
     m.learn_many([{"a": "x", "b": "y"}, {"a": "z", "b": "w"}], ["c1", "c2"])
     before = repr(m.to_state())
-    with pytest.raises(FeatureError, match="max_bytes"):  # 40 new classes would not fit
-        m.learn_many([{"a": "x", "b": "y"}] * 40, [f"new{i}" for i in range(40)])
+    with pytest.raises(FeatureError, match="max_bytes"):  # 60 new classes would not fit
+        m.learn_many([{"a": "x", "b": "y"}] * 60, [f"new{i}" for i in range(60)])
     assert repr(m.to_state()) == before
     m.learn_many([{"a": "x", "b": "w"}], ["c1"])  # known classes and values still learn
     assert m.n_events == 3

@@ -13,6 +13,7 @@ import pytest
 
 from streambayes.errors import FeatureError, ModelError
 from streambayes.models import KDB, TAN, CategoricalNB, model_from_state
+from streambayes.stats.pairs import PairCounts
 from streambayes.stats.triples import TripleCounts
 
 from .test_conformance import assert_same, assert_same_predictions, canonical
@@ -118,8 +119,9 @@ def test_tan_refit_every_n_events():
 def test_tan_parameters_are_checked():
     with pytest.raises(ModelError, match="refit_every"):
         TAN(refit_every=0)
-    with pytest.raises(ModelError, match="k = 1 or 2"):
-        KDB(k=3)
+    for k in (0, 5, 1.5, True):
+        with pytest.raises(ModelError, match="k = 1 … 4"):
+            KDB(k=k)
 
 
 def watermelon_rows() -> list[tuple[dict, str]]:
@@ -260,15 +262,16 @@ def test_kdb2_memory_guard():
     assert KDB(k=2).memory_bytes() == 0  # nothing allocated up front
     m = KDB(k=2, max_bytes=2**16)
     m.learn_many([{"a": "x", "b": "y"}], ["c"])
-    before = m.to_state()
-    many = [{"a": f"x{i}", "b": f"y{i}"} for i in range(40)]
+    before = repr(m.to_state())
+    many = [{f"f{j}": f"v{i}" for j in range(8)} for i in range(200)]  # 56 triples an event
     with pytest.raises(FeatureError, match="max_bytes=65,536"):  # data-caused: dead-lettered
-        m.learn_many(many, ["c"] * 40)
-    assert repr(m.to_state()) == repr(before)  # refused before anything changed
-    m.learn_many(many[:5], ["d"] * 5)  # 12 values, 2 classes: 27,648 bytes fit
-    assert m._components[0].triples.memory_bytes() <= 2**16 and m.classes == ["c", "d"]
+        m.learn_many(many, ["c"] * 200)
+    assert repr(m.to_state()) == before  # refused before anything changed
+    m.learn_many(many[:5], ["d"] * 5)  # 280 triples, 140 pairs, 42 values, 2 classes fit
+    assert len(m._components[0].triples.triples) == 280 and m.classes == ["c", "d"]
+    assert m.memory_bytes() <= 2**16
     with pytest.raises(FeatureError, match="max_bytes"):
-        KDB(k=2, max_bytes=2**10).learn_many(many, ["c"] * 40)
+        KDB(k=2, max_bytes=2**10).learn_many(many, ["c"] * 200)
 
 
 # -- kDB with k = 2: exactness (the conformance suite runs k = 1) ----------------------------------
@@ -332,5 +335,7 @@ def test_kdb2_triples_equal_a_direct_count(make_stream):
     direct.grow(len(m.classes), table.attrs.n_codes)
     direct.add(np.array([m.classes.index(y) for y in ys]), codes, np.ones(len(xs)))
     assert np.array_equal(direct.view(), table.triples.view())
-    pairs = np.einsum("cggh->cgh", table.triples.view())  # the diagonal is the pair table
-    assert np.array_equal(pairs, table.pairs.view())
+    pairs = PairCounts()
+    pairs.grow(len(m.classes), table.attrs.n_codes)
+    pairs.add(np.array([m.classes.index(y) for y in ys]), codes, np.ones(len(xs)))
+    assert np.array_equal(pairs.view(), table.pairs.view())

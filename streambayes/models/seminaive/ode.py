@@ -21,19 +21,26 @@ import numpy as np
 from streambayes.features import Batch
 from streambayes.models.seminaive.information import onehot as attribute_onehot
 from streambayes.models.seminaive.table import AttributeTable
+from streambayes.stats.keyed import KeyedCounts, pack
+from streambayes.stats.pairs import BITS as PAIR_BITS
+from streambayes.stats.pairs import PairCounts
 
 
 class Derived:
     """Smoothed log-estimates derived from the counts, for the codes present in a batch."""
 
     def __init__(self, table: AttributeTable, scale: float, alpha: float, m: float | None) -> None:
-        t = table.pairs.view() * scale  # (k, G, G)
         attr_of = np.array(table.attrs.attr_of, np.int64)
         d = len(table.attrs.names)
         onehot = attribute_onehot(attr_of, d)
-        self.t, self.attr_of = t, attr_of
-        self.single = np.diagonal(t, axis1=1, axis2=2).copy()  # |D_c,x|, (k, G)
-        self.known_with = t @ onehot  # |D_c,x,j|: events of class c with x and j known, (k, G, d)
+        self.attr_of = attr_of
+        self.single = table.pairs.singles() * scale  # |D_c,x|, (k, G)
+        if table.dense_fits(2):  # small: dense (k, G, G) and (k, G, d) arrays
+            self.t = table.pairs.view() * scale
+            self.known_with = self.t @ onehot  # |D_c,x,j|: events of class c with x and j known
+        else:  # large: the same numbers, looked up for the codes a batch asks for
+            self.t = PairView(table.pairs, scale)
+            self.known_with = KnownView(table.pairs.known(attr_of), self.single, attr_of, d, scale)
         self.class_attr = self.single @ onehot  # events of class c with attribute j known, (k, d)
         self.attr_total = self.class_attr.sum(axis=0)  # |D_i|, (d,)
         self.value_total = self.single.sum(axis=0)  # |D_x|, (G,)
@@ -41,7 +48,7 @@ class Derived:
         self.n_values = np.maximum(table.attrs.n_values(), 1).astype(np.float64)
         self.alpha, self.m = alpha, m
         if self.single.shape[1] == 0:  # attributes but no coded value yet (numeric bins warming up):
-            k = t.shape[0]  # one zero-count column, so every code (all -1, missing) indexes something
+            k = self.single.shape[0]  # one zero-count column: every code (all -1, missing) indexes it
             self.t, self.single = np.zeros((k, 1, 1)), np.zeros((k, 1))
             self.known_with, self.value_total = np.zeros((k, 1, d)), np.zeros(1)
 
@@ -73,6 +80,44 @@ class Derived:
         prior = self.smoothed(self.class_total, self.class_total.sum(), float(k))
         like = self.smoothed(self.single[:, g], self.class_attr[:, None, :], self.n_values)  # (k, n, d)
         return prior[:, None] + np.where(present[None], like, 0.0).sum(axis=2)
+
+
+class PairView:
+    """``view[:, a, b]``: the pair counts of codes ``a``, ``b`` (broadcast) for every class."""
+
+    def __init__(self, pairs: PairCounts, scale: float) -> None:
+        self.pairs, self.scale = pairs, scale
+
+    def __getitem__(self, key: tuple) -> np.ndarray:
+        _, a, b = key
+        return self.pairs.lookup(a, b) * self.scale
+
+
+class KnownView:
+    """``view[:, g, j]``: events of each class with code ``g`` and attribute ``j`` known (``j``
+    may be ``:``, every attribute), from the sparse sums ``known`` of the pair counts."""
+
+    def __init__(self, known: KeyedCounts, single: np.ndarray, attr_of: np.ndarray, n_attrs: int,
+                 scale: float) -> None:
+        self.known, self.single, self.attr_of, self.scale = known, single, attr_of, scale
+        self.n_attrs = n_attrs
+
+    def __getitem__(self, key: tuple) -> np.ndarray:
+        *_, g, j = key
+        if isinstance(j, slice):
+            j = np.arange(self.n_attrs)
+            g = np.asarray(g)[..., None]
+        g, j = np.broadcast_arrays(np.asarray(g, np.int64), np.asarray(j, np.int64))
+        k = self.single.shape[0]
+        u, inv = np.unique((g * self.n_attrs + j).ravel(), return_inverse=True)  # each (g, j) once
+        ug, uj = np.divmod(u, self.n_attrs)
+        cs = np.broadcast_to(np.arange(k)[:, None], (k, len(u)))
+        found = self.known.get(pack([cs, ug[None], uj[None]], PAIR_BITS))
+        out = found[:, inv.ravel()].reshape(k, *g.shape) * self.scale
+        same = self.attr_of[g] == j  # the attribute of g itself: the single count
+        if same.any():
+            out[:, same] = self.single[:, g[same]]
+        return out
 
 
 class ODETable(AttributeTable):

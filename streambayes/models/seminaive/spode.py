@@ -17,7 +17,7 @@ import numpy as np
 
 from streambayes.errors import ModelError
 from streambayes.features import Batch
-from streambayes.models.seminaive.information import conditional_mutual_information
+from streambayes.models.seminaive.information import conditional_mutual_information, sparse_information
 from streambayes.models.seminaive.ode import ODETable
 
 _LOSS_CAP = -np.log(1e-15)
@@ -48,9 +48,11 @@ class SPODETable(ODETable):
             names = self.attrs.names.values
             best = None
             if names and self.pairs.n_codes:
-                cmi = conditional_mutual_information(self.pairs.view(), np.array(self.attrs.attr_of),
-                                                     len(names))
-                best = min(names, key=lambda n: (-cmi[self.attrs.names.get(n)].sum(), str(n)))
+                attr_of = np.array(self.attrs.attr_of, np.int64)
+                cmi = (conditional_mutual_information(self.pairs.view(), attr_of, len(names))
+                       if self.dense_fits(2) else sparse_information(self.pairs, attr_of, len(names))[1])
+                score = np.round(cmi.sum(axis=1), 10)  # equal up to summation order: a tie, to the name
+                best = min(names, key=lambda n: (-score[self.attrs.names.get(n)], str(n)))
             self._chosen = (self.version, best)
         return self._chosen[1]
 

@@ -34,8 +34,11 @@ _DECIMALS = 10
 def information(t: np.ndarray, attr_of: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
     """``I(x_i; y)`` (d,) and ``I(x_i; x_j | y)`` (d, d) from the (classes, codes, codes) counts
     ``t`` of codes belonging to attributes ``attr_of`` (0 … d-1), rounded for comparisons."""
-    mi = class_mutual_information(t, attr_of, d)
-    cmi = conditional_mutual_information(t, attr_of, d)
+    return rounded(class_mutual_information(t, attr_of, d), conditional_mutual_information(t, attr_of, d))
+
+
+def rounded(mi: np.ndarray, cmi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The information values rounded for comparisons (ties stay ties)."""
     return np.round(mi, _DECIMALS) + 0.0, np.round(cmi, _DECIMALS) + 0.0
 
 

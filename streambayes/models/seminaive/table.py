@@ -20,6 +20,8 @@ from streambayes.features.discretize import equal_frequency_edges
 from streambayes.models.seminaive.attributes import NUM, Attributes, _present
 from streambayes.stats import PairCounts
 
+DENSE_CACHE = 8 * 2**20  # bytes of a dense table derived from the counts for prediction
+
 
 class AttributeTable:
     """Learned statistics shared by SPODE, AODE, TAN and kDB; subclasses add the likelihood."""
@@ -46,21 +48,35 @@ class AttributeTable:
 
     # -- learning ---------------------------------------------------------------------------
     def check(self, batch: Batch, n_classes: int | None = None) -> None:
-        """Refuse (before any change) a batch with unknown attributes, or whose new values or new
-        classes (``n_classes`` after it) could make the count tables outgrow ``max_bytes``."""
+        """Refuse (before any change) a batch with unknown attributes, or whose new classes,
+        values and value combinations could make the stored counts outgrow ``max_bytes``: the
+        bound assumes every combination of the batch (and of the warm-up events its new bins
+        replay) is new, so what is stored never passes ``max_bytes``."""
         self.attrs.check(batch)
         self.attrs.check_values(batch)
         k = max(n_classes or 0, len(self.class_counts), 1)
         n = self._codes_after(batch)
-        need = self.bytes_needed(k, n)
+        if n >= 2**self.code_bits or k >= 2**self.class_bits:
+            raise FeatureError(f"{k} classes and {n} attribute values do not fit the count keys "
+                               f"(at most {2**self.code_bits - 1:,} values, {2**self.class_bits - 1:,} "
+                               f"classes); lower max_values or bins")
+        sizes = [(batch.n, len(self.attrs.columns(batch)))]
+        sizes += [(1, len(r[3])) for records in self.buffers.values() for r in records]
+        need = self.bytes_needed(k, n, sizes)
         if need > self.max_bytes:
-            raise FeatureError(f"the batch's new attribute values would need {need:,} bytes of counts "
-                               f"({k} classes, {n} attribute values), over max_bytes={self.max_bytes:,}; "
-                               f"lower max_values or bins, or raise max_bytes")
+            raise FeatureError(f"the batch's new classes, values and value combinations could need "
+                               f"{need:,} bytes of counts ({k} classes, {n} attribute values), over "
+                               f"max_bytes={self.max_bytes:,}; send smaller batches, lower max_values "
+                               f"or bins, or raise max_bytes")
 
-    def bytes_needed(self, n_classes: int, n_codes: int) -> int:
-        """Bytes of the count tables for that many classes and codes (hook: more tables)."""
-        return self.pairs.bytes_needed(n_classes, n_codes)
+    code_bits, class_bits = 20, 23  # the key layout of the pair counts (stats/pairs.py)
+
+    def bytes_needed(self, n_classes: int, n_codes: int, sizes: list[tuple[int, int]]) -> int:
+        """Bytes of the counts at most, after events of ``sizes`` ((events, fields) each) with
+        ``n_classes`` classes and ``n_codes`` codes (hook: more tables)."""
+        new = sum(n * self.pairs.entries_per_event(d) for n, d in sizes)
+        buffered = sum(64 + 48 * len(r[3]) for records in self.buffers.values() for r in records)
+        return self.pairs.bytes_after(n_classes, n_codes, new) + buffered
 
     def _codes_after(self, batch: Batch) -> int:
         """An upper bound on the number of codes once ``batch`` is learned: its new categories
@@ -76,6 +92,11 @@ class AttributeTable:
             new = [v for v in distinct if i < 0 or a.values[i].get(v) < 0]
             n += min(len(new), a.max_values - (len(a.values[i]) if i >= 0 else 0))
         return n
+
+    def dense_fits(self, power: int) -> bool:
+        """Whether a dense classes × codes^power float table is small enough to derive for
+        prediction (at most ``DENSE_CACHE`` bytes); else the counts are looked up sparsely."""
+        return max(len(self.class_counts), 1) * self.attrs.n_codes**power * 8 <= DENSE_CACHE
 
     def grow_classes(self, k: int) -> None:
         self.class_counts = np.pad(self.class_counts, (0, k - len(self.class_counts)))
@@ -219,10 +240,8 @@ class AttributeTable:
                      factor: float) -> None:
         """Add ``other``'s counts: its class ``i`` is our ``class_map[i]``, its code ``g`` ours
         ``code_map[g]`` (-1: dropped). Hook: a subclass merges its other count tables here."""
-        keep = np.flatnonzero(code_map >= 0)
         self.pairs.grow(len(self.class_counts), self.attrs.n_codes)
-        counts = other.pairs.view()[:, keep][:, :, keep]
-        self.pairs.merge(counts, class_map, code_map[keep], factor)
+        self.pairs.merge(other.pairs, class_map, code_map, factor)
 
     def merge_extra(self, other: AttributeTable, class_map: np.ndarray, factor: float) -> None:
         """Hook for statistics a subclass keeps besides the counts."""
@@ -252,7 +271,7 @@ class AttributeTable:
             "class_counts": self.class_counts.copy(),
             "attributes": [{"name": a.names.values[i], "values": a.canonical_values(i),
                             "edges": None if a.edges[i] is None else a.edges[i].copy()} for i in attrs],
-            "counts": self.pairs.permuted(order),
+            **self.pairs.to_arrays(order),
             "buffers": [[a.names.values[i], [list(r) for r in self.buffers[i]]]
                         for i in attrs if i in self.buffers],
             "dropped": a.dropped,
@@ -273,8 +292,14 @@ class AttributeTable:
             if entry["edges"] is not None:
                 t.attrs.edges[a] = np.array(entry["edges"], np.float64)
         t.attrs.dropped = int(state["dropped"])
-        t.pairs = PairCounts.from_array(np.array(state["counts"], np.float64).reshape(
-            len(t.class_counts), t.attrs.n_codes, t.attrs.n_codes), t.max_bytes)
+        k, g = len(t.class_counts), t.attrs.n_codes
+        if "counts" in state:  # a snapshot of the dense table (before the sparse store)
+            dense = np.array(state["counts"], np.float64).reshape(k, g, g)
+            t.pairs = PairCounts.from_array(dense, t.max_bytes)
+        else:
+            t.pairs = PairCounts.from_arrays(np.array(state["singles"], np.float64).reshape(k, g),
+                                             state["pair_codes"], np.array(state["pair_counts"], np.float64),
+                                             t.max_bytes)
         t.buffers = {t.attrs.names.get(name): [[int(c), float(w), float(rw), [list(p) for p in raw]]
                                                for c, w, rw, raw in records]
                      for name, records in state["buffers"]}

@@ -28,8 +28,9 @@ import numpy as np
 
 from streambayes.errors import ModelError
 from streambayes.features import Batch
+from streambayes.models.seminaive.information import sparse_information
 from streambayes.models.seminaive.ode import Derived, ODETable
-from streambayes.models.seminaive.structure import information, tan_parents
+from streambayes.models.seminaive.structure import information, rounded, tan_parents
 
 
 class DependenceTable(ODETable):
@@ -60,7 +61,11 @@ class DependenceTable(ODETable):
         rank = np.empty(len(attrs), np.int64)
         rank[attrs] = np.arange(len(attrs))
         attr_of = rank[np.array(self.attrs.attr_of, np.int64)[order]]
-        mi, cmi = information(self.pairs.permuted(order), attr_of, len(attrs))
+        if self.dense_fits(2):
+            mi, cmi = information(self.pairs.view()[:, order][:, :, order], attr_of, len(attrs))
+        else:  # the same estimates from the sparse counts, then in name order
+            mi, cmi = sparse_information(self.pairs, np.array(self.attrs.attr_of, np.int64), len(attrs))
+            mi, cmi = rounded(mi[attrs], cmi[np.ix_(attrs, attrs)])
         names = [self.attrs.names.values[a] for a in attrs]
         parents = self.choose_parents(mi, cmi, names)
         return [[names[i], [names[p] for p in ps]] for i, ps in enumerate(parents)]
