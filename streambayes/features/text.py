@@ -56,7 +56,7 @@ class Tokenizer:
         try:
             self._pattern = None if token_pattern is None else re.compile(token_pattern)
         except (re.error, TypeError) as exc:
-            raise FeatureError(f"token_pattern {token_pattern!r} is not a regular expression: {exc}") from None
+            raise FeatureError(f"token_pattern {token_pattern!r}: not a regular expression ({exc})") from None
         if self._pattern is not None and self._pattern.groups > 1:
             raise FeatureError("token_pattern may have at most one group (its match is the word)")
         self.stop_words = _stop_words(stop_words)

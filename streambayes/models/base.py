@@ -265,6 +265,9 @@ class NaiveBayesBase:
         self._prior_cache = None
 
     def to_state(self) -> dict:
+        for comp in self._components:  # a due alpha="auto" fit is made before it is written
+            if hasattr(comp, "settle"):
+                comp.settle(self._forget.to_true())
         return {
             "model": self.name,
             "params": self.params(),

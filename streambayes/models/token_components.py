@@ -19,7 +19,7 @@ from streambayes.models.text_transform import DocFreq, check_transform, collapse
 from streambayes.stats import SparseCounts, lidstone_log, m_estimate_log
 from streambayes.stats.evidence import evidence_alpha
 
-AUTO_REFIT = 0.10  # alpha="auto" is refitted once the mass learned grows by 10 % since the last fit
+AUTO_REFIT = 1.10  # alpha="auto" is refitted once the counted mass grows (or shrinks) by this factor
 
 
 class TokenTable:
@@ -42,7 +42,7 @@ class TokenTable:
         self.totals = np.zeros(0)
         self._cache: dict = {}
         self._last_lookup: tuple | None = None
-        self._auto = [1.0, -1.0, 0.0]  # alpha="auto": (fitted alpha, mass at the fit, mass learned)
+        self._auto = [1.0, -1.0]  # alpha="auto": (fitted alpha, counted mass at the fit; -1: none)
 
     def params(self) -> dict:
         out = {"n_features": self.n_features, "alpha": self.alpha, "fold": self.fold,
@@ -54,16 +54,24 @@ class TokenTable:
     def _alpha(self, scale: float = 1.0) -> float:
         """The Lidstone alpha in use: the parameter, or with ``"auto"`` the one that maximises the
         Dirichlet evidence of the counts (:func:`~streambayes.stats.evidence.evidence_alpha`),
-        refitted when the mass learned has grown by ``AUTO_REFIT`` since the last fit (and after a
-        merge); the fit is kept in the state, so a restored model uses the same alpha."""
+        refitted when the counted mass (``Σ totals``) has changed by the factor ``AUTO_REFIT`` since
+        the last fit, and after a merge; the fit is kept in the state, so a restored model uses the
+        same alpha, and a merged model the alpha of the merged counts. Refitting on a mass ladder
+        bounds the cost of per-event streams (O(log n) fits of O(nonzero counts) each)."""
         if self.alpha != "auto":
             return self.alpha
-        fitted, at, seen = self._auto
-        if at < 0 or seen > at * (1 + AUTO_REFIT):
+        at, mass = self._auto[1], float(self.totals.sum())
+        if at < 0 or mass > at * AUTO_REFIT or mass * AUTO_REFIT < at:
             counts, totals = self._evidence_counts(self.table.sorted_counts() * scale, self.totals * scale)
-            self._auto = [evidence_alpha(counts, totals, self.vocabulary), seen, seen]
+            self._auto = [evidence_alpha(counts, totals, self.vocabulary), mass]
             self._cache.clear()
         return self._auto[0]
+
+    def settle(self, scale: float) -> None:
+        """Fit a due ``alpha="auto"`` now (before a state is written), so that a state never holds a
+        fit that is due: models with the same counts and the same fits write the same state."""
+        if self.alpha == "auto" and self.vocabulary:
+            self._alpha(scale)
 
     def _evidence_counts(self, counts: np.ndarray, totals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return counts, totals
@@ -136,7 +144,6 @@ class TokenTable:
         vals = sr.values * w[r]
         self._add(rows[r], sr.indices, vals, sr.values > 0)
         np.add.at(self.totals, rows[r], vals)
-        self._auto[2] += float(np.sum(sr.values * (w if raw is None else raw)[r]))
 
     def learn_buckets(self, c: int, buckets: np.ndarray, w: float) -> None:
         """One event of plain tokens (value 1 each) for class ``c``: the same additions, in the
@@ -146,7 +153,6 @@ class TokenTable:
         for _ in range(len(buckets)):
             total += w  # one addition per occurrence, as np.add.at does in learn()
         self.totals[c] = total
-        self._auto[2] += w * len(buckets)
         self._cache.clear()
 
     def _find(self, buckets: np.ndarray) -> tuple:
@@ -182,7 +188,7 @@ class TokenTable:
         np.add.at(self.totals, class_map, other.totals * factor)
         if self.df is not None:
             self.df.merge(other.df, factor)
-        self._auto = [self._auto[0], -1.0, self._auto[2] + other._auto[2]]  # refit on the sum
+        self._auto = [1.0, -1.0]  # refit on the sum
         self._cache.clear()
 
     def _smoothed_log(self, counts: np.ndarray, totals: np.ndarray, n_values: int,
