@@ -21,6 +21,13 @@ through ``learn_many``; then the test split (7,532 posts) is predicted (argmax o
   info        sklearn's own ``CountVectorizer()`` (lower-case, ``\\b\\w\\w+\\b``, vocabulary of the
               train split, times include vectorizing) + ``MultinomialNB``
 
+  issue 11   ``alpha="auto"`` rows; TWCNB as a *streaming* model (``cnb`` with ``tf="log"``,
+              ``idf``, ``length_norm="l2"``: document frequencies learned as the stream goes, no
+              pass ahead); scikit-learn's ``TfidfVectorizer(sublinear_tf) + ComplementNB`` and
+              ``CountVectorizer + MultinomialNB`` with alpha chosen on train by 3-fold CV
+              (``GridSearchCV``, their own vectorizers; learn s includes the search). ``verdict``
+              prints the issue's target: best streambayes >= best tuned sklearn, and >= 0.85
+
 learn s / predict s exclude featurizing (shared, timed once and printed) except for the
 CountVectorizer row; learn ev/s = train posts / learn s, predict ev/s = test posts / predict s.
 One run, in-process: timings on a shared machine vary by ±30 %. Published figures (Rennie,

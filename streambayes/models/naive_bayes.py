@@ -34,13 +34,14 @@ class MultinomialNB(NaiveBayesBase):
     """Multinomial naive Bayes over hashed tokens (McCallum & Nigam 1998; Mitchell Table 6.2).
 
     Categorical fields become ``field=value`` tokens and numeric fields token counts.
-    ``alpha`` is Lidstone smoothing (1 = Laplace); ``m`` switches to the m-estimate with a
+    ``alpha`` is Lidstone smoothing (1 = Laplace; ``"auto"``, the default, fits it to the counts by
+    the Dirichlet evidence, see :mod:`streambayes.stats.evidence`); ``m`` switches to the m-estimate with a
     uniform prior ``p = 1/V``; ``vocab_size`` fixes ``V`` (else the vocabulary seen so far).
     """
 
     name = "mnb"
 
-    def __init__(self, alpha: float | str = 1.0, m: float | None = None, vocab_size: int | None = None,
+    def __init__(self, alpha: float | str = "auto", m: float | None = None, vocab_size: int | None = None,
                  *, prior_alpha: float = 0.0, class_prior: Mapping | None = None,
                  decay: float | None = None, n_features: int = 2**20,
                  text_fields: Sequence[str] = ("text",), lowercase: bool = True,
@@ -185,7 +186,7 @@ class NaiveBayes(NaiveBayesBase):
 
     name = "nb"
 
-    def __init__(self, alpha: float | str = 1.0, cat_alpha: float = 1.0, variance: str = "mle",
+    def __init__(self, alpha: float | str = "auto", cat_alpha: float = 1.0, variance: str = "mle",
                  var_smoothing: float = 1e-9, *, prior_alpha: float = 0.0,
                  class_prior: Mapping | None = None, decay: float | None = None,
                  n_features: int = 2**20, text_fields: Sequence[str] = ("text",),
