@@ -93,8 +93,8 @@ def simulate(args: argparse.Namespace) -> dict:
     order = rng.permutation(len(texts))
     if args.limit is not None:
         order = order[:args.limit]
-    model = PerKeyModel("mnb", {"n_features": args.n_features}, backoff=args.backoff,
-                        max_resident=args.max_resident, positive=POSITIVE)
+    model = PerKeyModel("mnb", {"n_features": args.n_features, **json.loads(args.params)},
+                        backoff=args.backoff, max_resident=args.max_resident, positive=POSITIVE)
     k = max(1, round(args.window * args.top))
     history = []  # per window: labels per reader before it, precision lists per approach
     t0 = time.perf_counter()
@@ -137,7 +137,8 @@ def report(res: dict, rows: list[dict], args: argparse.Namespace) -> None:
     n_interest = [len(v) for v in res["readers"].values()]
     print(f"20 Newsgroups train, {res['windows']} windows of {args.window} (seed {args.seed}), "
           f"{args.readers} readers ({np.mean(n_interest):.1f} groups each on average), "
-          f"{args.labels_per_window} labels per reader per window, mnb base, backoff {args.backoff}")
+          f"{args.labels_per_window} labels per reader per window, mnb base {args.params}, "
+          f"backoff {args.backoff}")
     print_table(f"Precision of the top {res['k']} of {args.window} (top {args.top:.0%}), mean over readers",
                 ["labels/reader", "windows", "own", "global", "backoff", "random"],
                 [[str(r["labels"]), str(r["windows"]), *(fmt(r[a], ".3f") for a in (*APPROACHES, "random"))]
@@ -163,6 +164,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--span", type=int, default=5, help="windows averaged per checkpoint (default 5)")
     ap.add_argument("--seed", type=int, default=0, help="readers, shuffle and feedback seed (default 0)")
     ap.add_argument("--limit", type=int, default=None, help="stream only this many articles")
+    ap.add_argument("--params", default="{}",
+                    help='mnb parameters as JSON, e.g. \'{"alpha": 1.0}\' or \'{"tf": "log", "idf": true}\'')
     ap.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     ap.add_argument("--plain", action="store_true", help="plain-text table even if rich is installed")
     return ap.parse_args(argv)

@@ -16,6 +16,10 @@ Contestants:
   bogofilter  Debian's ``bogofilter`` (C), prequential in chunks of 256: ``-T`` scores a chunk,
               then ``-s``/``-n`` registers it; the spamicity is P(spam)
 
+  variants   issue 11's options as rows of their own (``VARIANT_ROWS``): ``alpha="auto"`` (explicit,
+              for runs against older defaults), smaller replay batches, ``tf="log"``,
+              ``min_token_length=2`` and a streaming TWCNB (``cnb`` with TF, smooth IDF and L2)
+
 Log loss clips probabilities to [1e-15, 1 - 1e-15] for every contestant (a 0 or 1 from a filter
 that is wrong would be infinite). Events/s include tokenizing; Bogofilter's include writing each
 message to a file (its bulk interface reads files). Targets (issue 11): SMS per event accuracy >=
@@ -29,6 +33,7 @@ events/s >= 10x River.
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import json
 import math
@@ -64,7 +69,9 @@ def scores(p_true: list[float], right: list[bool], seconds: float) -> dict:
             "events_per_s": len(p) / seconds}
 
 
-def run_sb_replay(path: Path, texts: list[str], labels: list[str]) -> dict:
+def run_sb_replay(path: Path, texts: list[str], labels: list[str], name: str = "nb",
+                  params: dict | None = None, batch_size: int = 256) -> dict:
+    from streambayes.models import make_model
     from streambayes.runtime.decode import Decoder
     from streambayes.runtime.replay import build_models, replay
     from streambayes.runtime.sinks import MemorySink
@@ -73,18 +80,21 @@ def run_sb_replay(path: Path, texts: list[str], labels: list[str]) -> dict:
     with FileSource(path) as source:
         decoder = Decoder(source.format, header=source.header)
         start = time.perf_counter()
-        result = replay(source, decoder, build_models(["nb"]), MemorySink(), topic=str(path))
+        models = build_models([name]) if params is None else {name: make_model(name, **params)}
+        result = replay(source, decoder, models, MemorySink(), topic=str(path), batch_size=batch_size)
         seconds = time.perf_counter() - start
-    m = result.run.summary()["nb"]
+    m = result.run.summary()[name]
     return {"accuracy": m["accuracy"], "log_loss": m["log_loss"],
             "log_loss_calibrated": m.get("log_loss_calibrated"), "events_per_s": m["events"] / seconds}
 
 
-def run_sb_event(path: Path, texts: list[str], labels: list[str]) -> dict:
+def run_sb_event(path: Path, texts: list[str], labels: list[str], name: str = "nb",
+                 params: dict | None = None) -> dict:
     from streambayes.evaluate.calibration import OnlineCalibrator
     from streambayes.models import make_model
 
-    model, cal = make_model("nb"), OnlineCalibrator()
+    params = params or {}
+    model, cal = make_model(name, **params), OnlineCalibrator()
     p_raw, p_cal, right = [], [], []
     start = time.perf_counter()
     for text, y in zip(texts, labels, strict=True):
@@ -95,7 +105,7 @@ def run_sb_event(path: Path, texts: list[str], labels: list[str]) -> dict:
         model.learn_one(x, y)
     seconds = time.perf_counter() - start
     # the calibrated figure, apart (untimed): replay the same predictions through a calibrator
-    model = make_model("nb")
+    model = make_model(name, **params)
     for text, y in zip(texts, labels, strict=True):
         x = {"text": text}
         classes = list(model.classes)
@@ -161,12 +171,28 @@ def run_bogofilter(path: Path, texts: list[str], labels: list[str], chunk: int =
 
 RUNNERS = {"sb-replay": run_sb_replay, "sb-event": run_sb_event, "river": run_river,
            "bogofilter": run_bogofilter}
+# issue 11's options, as rows of their own: (runner, model, parameters[, replay batch size])
+AUTO = {"alpha": "auto"}
+VARIANT_ROWS = {
+    "sb-replay alpha=auto": ("sb-replay", "nb", AUTO),
+    "sb-replay alpha=auto batch 64": ("sb-replay", "nb", AUTO, 64),
+    "sb-replay alpha=auto batch 16": ("sb-replay", "nb", AUTO, 16),
+    "sb-replay alpha=auto tf=log": ("sb-replay", "nb", {**AUTO, "tf": "log"}),
+    "sb-replay alpha=auto min_token_length=2": ("sb-replay", "nb", {**AUTO, "min_token_length": 2}),
+    "sb-replay TWCNB": ("sb-replay", "cnb", {"norm": True, "tf": "log", "idf": "smooth",
+                                             "length_norm": "l2"}),
+    "sb-event alpha=auto": ("sb-event", "nb", AUTO),
+    "sb-event alpha=auto tf=log": ("sb-event", "nb", {**AUTO, "tf": "log"}),
+}
+for _label, (_runner, _name, _params, *_bs) in VARIANT_ROWS.items():
+    RUNNERS[_label] = functools.partial(RUNNERS[_runner], name=_name, params=_params,
+                                        **({"batch_size": _bs[0]} if _bs else {}))
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--streams", default="sms,enron")
-    p.add_argument("--only", default=",".join(CONTESTANTS))
+    p.add_argument("--only", default=",".join(CONTESTANTS + tuple(VARIANT_ROWS)))
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     print(f"streambayes {package_version('streambayes')}, river {package_version('river')}, "
@@ -186,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
                     ["contestant", "accuracy", "log loss", "log loss cal.", "events/s", "note"], rows)
         res = results[stream]
         river = res.get("river", {})
-        for name in ("sb-replay", "sb-event"):
+        for name in [k for k in res if k.startswith("sb-")]:
             mine = res.get(name)
             if not mine or not river:
                 continue

@@ -78,9 +78,10 @@ class Featurizer:
         text_fields: Sequence[str] = ("text",),
         lowercase: bool = True,
         bigrams: bool = False,
+        **token_options,
     ) -> None:
         self.hasher = FeatureHasher(n_features)
-        self.tokenizer = Tokenizer(lowercase=lowercase, bigrams=bigrams)
+        self.tokenizer = Tokenizer(lowercase=lowercase, bigrams=bigrams, **token_options)
         self.text_fields = frozenset(text_fields)
 
     @property

@@ -18,6 +18,7 @@ import numpy as np
 
 from streambayes.errors import LimitError, ModelError
 from streambayes.features import Batch, Featurizer
+from streambayes.models.text_transform import check_transform
 from streambayes.stats import Forgetting, ValueIndex, class_prior_log, event_weights, log_normalize
 
 
@@ -41,6 +42,13 @@ class NaiveBayesBase:
         max_classes: int = 1000,
         max_fields: int = 10_000,
         max_values: int = 100_000,
+        min_token_length: int = 1,
+        token_pattern: str | None = None,
+        stop_words: str | Sequence[str] | None = None,
+        ngram_range: Sequence[int] | None = None,
+        tf: str | None = None,
+        idf: bool = False,
+        length_norm: str | None = None,
     ) -> None:
         if prior_alpha < 0:
             raise ModelError(f"prior_alpha must be >= 0, got {prior_alpha}")
@@ -56,7 +64,13 @@ class NaiveBayesBase:
         self.text_fields = tuple(text_fields)
         self.lowercase = lowercase
         self.bigrams = bigrams
-        self._featurizer = Featurizer(n_features, self.text_fields, lowercase, bigrams)
+        self._featurizer = Featurizer(n_features, self.text_fields, lowercase, bigrams,
+                                      min_token_length=min_token_length, token_pattern=token_pattern,
+                                      stop_words=stop_words, ngram_range=ngram_range)
+        tok = self._featurizer.tokenizer  # the token options, validated and normalised
+        self.min_token_length, self.token_pattern = tok.min_token_length, tok.token_pattern
+        self.stop_words, self.ngram_range = tok.stop_words, tok.ngram_range
+        self.tf, self.idf, self.length_norm = check_transform(tf, idf, length_norm)
         self._reset()
 
     # -- hyperparameters ------------------------------------------------------------------
@@ -74,6 +88,10 @@ class NaiveBayesBase:
         out = {name: getattr(self, name) for name in names}
         out["text_fields"] = list(out["text_fields"])
         return out
+
+    def _transform(self) -> dict:
+        """The text transform options of the token components (see ``TokenTable``)."""
+        return {"tf": self.tf, "idf": self.idf, "length_norm": self.length_norm}
 
     def clone(self) -> NaiveBayesBase:
         return type(self)(**self.params())
@@ -277,6 +295,9 @@ class NaiveBayesBase:
             raise ModelError(f"cannot merge: the union of the two models is too large: {exc}") from None
 
     def to_state(self) -> dict:
+        for comp in self._components:  # a due alpha="auto" fit is made before it is written
+            if hasattr(comp, "settle"):
+                comp.settle(self._forget.to_true())
         return {
             "model": self.name,
             "params": self.params(),

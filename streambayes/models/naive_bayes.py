@@ -34,26 +34,27 @@ class MultinomialNB(NaiveBayesBase):
     """Multinomial naive Bayes over hashed tokens (McCallum & Nigam 1998; Mitchell Table 6.2).
 
     Categorical fields become ``field=value`` tokens and numeric fields token counts.
-    ``alpha`` is Lidstone smoothing (1 = Laplace); ``m`` switches to the m-estimate with a
+    ``alpha`` is Lidstone smoothing (1 = Laplace, the default; ``"auto"`` fits it to the counts by
+    the Dirichlet evidence, see :mod:`streambayes.stats.evidence`); ``m`` switches to the m-estimate with a
     uniform prior ``p = 1/V``; ``vocab_size`` fixes ``V`` (else the vocabulary seen so far).
     """
 
     name = "mnb"
 
-    def __init__(self, alpha: float = 1.0, m: float | None = None, vocab_size: int | None = None,
+    def __init__(self, alpha: float | str = 1.0, m: float | None = None, vocab_size: int | None = None,
                  *, prior_alpha: float = 0.0, class_prior: Mapping | None = None,
                  decay: float | None = None, n_features: int = 2**20,
                  text_fields: Sequence[str] = ("text",), lowercase: bool = True,
                  bigrams: bool = False, max_classes: int = 1000,
-                 max_fields: int = 10_000, max_values: int = 100_000) -> None:
+                 max_fields: int = 10_000, max_values: int = 100_000, **text_options) -> None:
         self.alpha, self.m, self.vocab_size = alpha, m, vocab_size
         super().__init__(prior_alpha=prior_alpha, class_prior=class_prior, decay=decay,
                          n_features=n_features, text_fields=text_fields, lowercase=lowercase,
                          bigrams=bigrams, max_classes=max_classes,
-                         max_fields=max_fields, max_values=max_values)
+                         max_fields=max_fields, max_values=max_values, **text_options)
 
     def _make_components(self) -> list:
-        return [Multinomial(self.n_features, self.alpha, True, self.vocab_size, self.m)]
+        return [Multinomial(self.n_features, self.alpha, True, self.vocab_size, self.m, **self._transform())]
 
     # A single event made only of text is the common case of per-event streaming: these skip
     # building a one-row batch, with the same arithmetic (learn_many gives the same state), and
@@ -80,7 +81,7 @@ class MultinomialNB(NaiveBayesBase):
 
     def learn_one(self, x: Mapping, y, w: float = 1.0) -> None:
         buckets = self._plain_buckets(x)
-        if buckets is None or self._forget.active:
+        if buckets is None or self._forget.active or not self._components[0].plain:
             return super().learn_one(x, y, w)
         if y is None:
             raise ModelError("learn_one: the label is missing (None)")
@@ -96,7 +97,7 @@ class MultinomialNB(NaiveBayesBase):
 
     def predict_proba_one(self, x: Mapping) -> dict:
         buckets = self._plain_buckets(x) if len(self._classes) else None
-        if buckets is None or self._forget.active:
+        if buckets is None or self._forget.active or not self._components[0].plain:
             return super().predict_proba_one(x)
         jll = (self._log_prior() + self._components[0].score_buckets(buckets, 1.0)).tolist()
         top = max(jll)
@@ -115,15 +116,15 @@ class BernoulliNB(NaiveBayesBase):
                  decay: float | None = None, n_features: int = 2**20,
                  text_fields: Sequence[str] = ("text",), lowercase: bool = True,
                  bigrams: bool = False, max_classes: int = 1000,
-                 max_fields: int = 10_000, max_values: int = 100_000) -> None:
+                 max_fields: int = 10_000, max_values: int = 100_000, **text_options) -> None:
         self.alpha, self.vocab_size = alpha, vocab_size
         super().__init__(prior_alpha=prior_alpha, class_prior=class_prior, decay=decay,
                          n_features=n_features, text_fields=text_fields, lowercase=lowercase,
                          bigrams=bigrams, max_classes=max_classes,
-                         max_fields=max_fields, max_values=max_values)
+                         max_fields=max_fields, max_values=max_values, **text_options)
 
     def _make_components(self) -> list:
-        return [Bernoulli(self.n_features, self.alpha, True, self.vocab_size)]
+        return [Bernoulli(self.n_features, self.alpha, True, self.vocab_size, **self._transform())]
 
 
 class ComplementNB(NaiveBayesBase):
@@ -132,20 +133,21 @@ class ComplementNB(NaiveBayesBase):
     name = "cnb"
     use_prior = False
 
-    def __init__(self, alpha: float = 1.0, norm: bool = False, vocab_size: int | None = None, *,
+    def __init__(self, alpha: float | str = 1.0, norm: bool = False, vocab_size: int | None = None, *,
                  prior_alpha: float = 0.0, class_prior: Mapping | None = None,
                  decay: float | None = None, n_features: int = 2**20,
                  text_fields: Sequence[str] = ("text",), lowercase: bool = True,
                  bigrams: bool = False, max_classes: int = 1000,
-                 max_fields: int = 10_000, max_values: int = 100_000) -> None:
+                 max_fields: int = 10_000, max_values: int = 100_000, **text_options) -> None:
         self.alpha, self.norm, self.vocab_size = alpha, norm, vocab_size
         super().__init__(prior_alpha=prior_alpha, class_prior=class_prior, decay=decay,
                          n_features=n_features, text_fields=text_fields, lowercase=lowercase,
                          bigrams=bigrams, max_classes=max_classes,
-                         max_fields=max_fields, max_values=max_values)
+                         max_fields=max_fields, max_values=max_values, **text_options)
 
     def _make_components(self) -> list:
-        return [Complement(self.n_features, self.alpha, True, self.vocab_size, None, self.norm)]
+        return [Complement(self.n_features, self.alpha, True, self.vocab_size, None, self.norm,
+                           **self._transform())]
 
 
 class CategoricalNB(NaiveBayesBase):
@@ -157,12 +159,12 @@ class CategoricalNB(NaiveBayesBase):
                  class_prior: Mapping | None = None, decay: float | None = None,
                  n_features: int = 2**20, text_fields: Sequence[str] = ("text",),
                  lowercase: bool = True, bigrams: bool = False, max_classes: int = 1000,
-                 max_fields: int = 10_000, max_values: int = 100_000) -> None:
+                 max_fields: int = 10_000, max_values: int = 100_000, **text_options) -> None:
         self.alpha, self.m = alpha, m
         super().__init__(prior_alpha=prior_alpha, class_prior=class_prior, decay=decay,
                          n_features=n_features, text_fields=text_fields, lowercase=lowercase,
                          bigrams=bigrams, max_classes=max_classes,
-                         max_fields=max_fields, max_values=max_values)
+                         max_fields=max_fields, max_values=max_values, **text_options)
 
     def _make_components(self) -> list:
         return [Categorical(self.alpha, True, self.m, self.max_values)]
@@ -178,12 +180,12 @@ class GaussianNB(NaiveBayesBase):
                  decay: float | None = None, n_features: int = 2**20,
                  text_fields: Sequence[str] = ("text",), lowercase: bool = True,
                  bigrams: bool = False, max_classes: int = 1000,
-                 max_fields: int = 10_000, max_values: int = 100_000) -> None:
+                 max_fields: int = 10_000, max_values: int = 100_000, **text_options) -> None:
         self.variance, self.var_smoothing = variance, var_smoothing
         super().__init__(prior_alpha=prior_alpha, class_prior=class_prior, decay=decay,
                          n_features=n_features, text_fields=text_fields, lowercase=lowercase,
                          bigrams=bigrams, max_classes=max_classes,
-                         max_fields=max_fields, max_values=max_values)
+                         max_fields=max_fields, max_values=max_values, **text_options)
 
     def _make_components(self) -> list:
         return [Gaussian(self.variance, self.var_smoothing)]
@@ -203,20 +205,20 @@ class NaiveBayes(NaiveBayesBase):
 
     name = "nb"
 
-    def __init__(self, alpha: float = 1.0, cat_alpha: float = 1.0, variance: str = "mle",
+    def __init__(self, alpha: float | str = 1.0, cat_alpha: float = 1.0, variance: str = "mle",
                  var_smoothing: float = 1e-2, *, prior_alpha: float = 0.0,
                  class_prior: Mapping | None = None, decay: float | None = None,
                  n_features: int = 2**20, text_fields: Sequence[str] = ("text",),
                  lowercase: bool = True, bigrams: bool = False, max_classes: int = 1000,
-                 max_fields: int = 10_000, max_values: int = 100_000) -> None:
+                 max_fields: int = 10_000, max_values: int = 100_000, **text_options) -> None:
         self.alpha, self.cat_alpha = alpha, cat_alpha
         self.variance, self.var_smoothing = variance, var_smoothing
         super().__init__(prior_alpha=prior_alpha, class_prior=class_prior, decay=decay,
                          n_features=n_features, text_fields=text_fields, lowercase=lowercase,
                          bigrams=bigrams, max_classes=max_classes,
-                         max_fields=max_fields, max_values=max_values)
+                         max_fields=max_fields, max_values=max_values, **text_options)
 
     def _make_components(self) -> list:
-        return [Multinomial(self.n_features, self.alpha, fold=False),
+        return [Multinomial(self.n_features, self.alpha, fold=False, **self._transform()),
                 Categorical(self.cat_alpha, numeric_as_categories=False, max_values=self.max_values),
                 Gaussian(self.variance, self.var_smoothing)]

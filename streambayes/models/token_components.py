@@ -15,7 +15,11 @@ import numpy as np
 
 from streambayes.errors import ModelError
 from streambayes.features import Batch, FeatureHasher, SparseRows, fold_fields
+from streambayes.models.text_transform import DocFreq, check_transform, collapse, transform
 from streambayes.stats import SparseCounts, lidstone_log, m_estimate_log
+from streambayes.stats.evidence import evidence_alpha
+
+AUTO_REFIT = 1.10  # alpha="auto" is refitted once the counted mass grows (or shrinks) by this factor
 
 
 class TokenTable:
@@ -23,19 +27,71 @@ class TokenTable:
 
     kind = "token"
 
-    def __init__(self, n_features: int, alpha: float = 1.0, fold: bool = True,
-                 vocab_size: int | None = None, m: float | None = None) -> None:
+    def __init__(self, n_features: int, alpha: float | str = 1.0, fold: bool = True,
+                 vocab_size: int | None = None, m: float | None = None, *, tf: str | None = None,
+                 idf: bool | str = False, length_norm: str | None = None) -> None:
+        if alpha != "auto" and (isinstance(alpha, str) or not alpha >= 0):
+            raise ModelError(f"alpha must be a number >= 0 or 'auto', got {alpha!r}")
         self.n_features, self.alpha, self.fold = n_features, alpha, fold
         self.vocab_size, self.m = vocab_size, m
+        self.tf, self.idf, self.length_norm = check_transform(tf, idf, length_norm)
+        self.plain = tf is None and not idf and length_norm is None  # counts as they come
+        self.df = DocFreq() if idf else None
         self.hasher = FeatureHasher(n_features)
         self.table = SparseCounts()  # (classes, ids seen so far), grows with the data
         self.totals = np.zeros(0)
         self._cache: dict = {}
         self._last_lookup: tuple | None = None
+        self._auto = [1.0, -1.0]  # alpha="auto": (fitted alpha, counted mass at the fit; -1: none)
 
     def params(self) -> dict:
-        return {"n_features": self.n_features, "alpha": self.alpha, "fold": self.fold,
-                "vocab_size": self.vocab_size, "m": self.m}
+        out = {"n_features": self.n_features, "alpha": self.alpha, "fold": self.fold,
+               "vocab_size": self.vocab_size, "m": self.m}
+        if not self.plain:
+            out |= {"tf": self.tf, "idf": self.idf, "length_norm": self.length_norm}
+        return out
+
+    def _alpha(self, scale: float = 1.0) -> float:
+        """The Lidstone alpha in use: the parameter, or with ``"auto"`` the one that maximises the
+        Dirichlet evidence of the counts (:func:`~streambayes.stats.evidence.evidence_alpha`),
+        refitted when the counted mass (``Σ totals``) has changed by the factor ``AUTO_REFIT`` since
+        the last fit, and after a merge; the fit is kept in the state, so a restored model uses the
+        same alpha, and a merged model the alpha of the merged counts. Refitting on a mass ladder
+        bounds the cost of per-event streams (O(log n) fits of O(nonzero counts) each)."""
+        if self.alpha != "auto":
+            return self.alpha
+        at, mass = self._auto[1], float(self.totals.sum())
+        if at < 0 or mass > at * AUTO_REFIT or mass * AUTO_REFIT < at:
+            counts, totals = self._evidence_counts(self.table.sorted_counts() * scale, self.totals * scale)
+            self._auto = [evidence_alpha(counts, totals, self.vocabulary), mass]
+            self._cache.clear()
+        return self._auto[0]
+
+    def settle(self, scale: float) -> None:
+        """Fit a due ``alpha="auto"`` now (before a state is written), so that a state never holds a
+        fit that is due: models with the same counts and the same fits write the same state."""
+        if self.alpha == "auto" and self.vocabulary:
+            self._alpha(scale)
+
+    def _evidence_counts(self, counts: np.ndarray, totals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return counts, totals
+
+    def _learn_entries(self, batch: Batch, w: np.ndarray) -> SparseRows:
+        """The entries to add for a batch being learned (``w``: stored event weights)."""
+        sr = self.entries(batch)
+        if self.plain:
+            return sr
+        sr = collapse(sr, self.n_features)
+        if self.df is not None:
+            self.df.learn(sr, w)
+        return transform(sr, self.tf, self.df, self.idf, self.length_norm)
+
+    def _scored_entries(self, batch: Batch) -> SparseRows:
+        """The entries a prediction weighs (transformed with the current ``df``)."""
+        sr = self.entries(batch)
+        if self.plain:
+            return sr
+        return transform(collapse(sr, self.n_features), self.tf, self.df, self.idf, self.length_norm)
 
     @property
     def n_seen(self) -> int:
@@ -83,7 +139,7 @@ class TokenTable:
         self._cache.clear()
 
     def learn(self, batch: Batch, rows: np.ndarray, w: np.ndarray, raw: np.ndarray | None = None) -> None:
-        sr = self.entries(batch)
+        sr = self._learn_entries(batch, w)
         r = sr.row_ids()
         vals = sr.values * w[r]
         self._add(rows[r], sr.indices, vals, sr.values > 0)
@@ -123,17 +179,23 @@ class TokenTable:
     def scale(self, factor: float) -> None:
         self.table.scale(factor)
         self.totals *= factor
+        if self.df is not None:
+            self.df.scale(factor)
         self._cache.clear()
 
     def merge(self, other: TokenTable, class_map: np.ndarray, factor: float) -> None:
         self.table.merge(other.table, class_map, factor)
         np.add.at(self.totals, class_map, other.totals * factor)
+        if self.df is not None:
+            self.df.merge(other.df, factor)
+        self._auto = [1.0, -1.0]  # refit on the sum
         self._cache.clear()
 
-    def _smoothed_log(self, counts: np.ndarray, totals: np.ndarray, n_values: int) -> np.ndarray:
+    def _smoothed_log(self, counts: np.ndarray, totals: np.ndarray, n_values: int,
+                      scale: float = 1.0) -> np.ndarray:
         if self.m is not None:
             return m_estimate_log(counts, totals, self.m, 1.0 / max(n_values, 1))
-        return lidstone_log(counts, totals, n_values, self.alpha)
+        return lidstone_log(counts, totals, n_values, self._alpha(scale))
 
     def entry_scores(self, counts: np.ndarray, scale: float) -> np.ndarray:
         """Per-class score of one occurrence of each id whose counts are ``counts``
@@ -161,7 +223,7 @@ class TokenTable:
         return out if const is None else out + const
 
     def _presence(self, batch: Batch) -> SparseRows:
-        return self.entries(batch)
+        return self._scored_entries(batch)
 
     def contributions(self, batch: Batch, scale: float) -> list[tuple[str, np.ndarray]]:
         """Per-class contribution of each distinct feature of a one-event batch."""
@@ -185,18 +247,27 @@ class TokenTable:
 
     def to_state(self) -> dict:
         """Only the seen ids (ascending) and their counts: ``cols`` (n,), ``counts`` (classes, n)."""
-        return {"params": self.params(), "cols": self.table.index.ids.astype(np.int64),
-                "counts": self.table.sorted_counts(), "totals": self.totals.copy()}
+        out = {"params": self.params(), "cols": self.table.index.ids.astype(np.int64),
+               "counts": self.table.sorted_counts(), "totals": self.totals.copy()}
+        if self.df is not None:
+            out["df"] = self.df.to_state()
+        if self.alpha == "auto":
+            out["auto_alpha"] = list(self._auto)
+        return out
 
     @classmethod
     def from_state(cls, state: dict) -> TokenTable:
         t = cls(**state["params"])
         t.totals = np.array(state["totals"], np.float64)
         t.table = sparse_from_state(state, len(t.totals), t.n_features)
+        if t.df is not None:
+            t.df = DocFreq.from_state(state["df"])
+        if t.alpha == "auto":
+            t._auto = [float(v) for v in state["auto_alpha"]]
         return t
 
     def memory_bytes(self) -> int:
-        return self.table.nbytes + self.totals.nbytes
+        return self.table.nbytes + self.totals.nbytes + (0 if self.df is None else self.df.nbytes)
 
 
 class Multinomial(TokenTable):
@@ -205,7 +276,7 @@ class Multinomial(TokenTable):
     kind = "multinomial"
 
     def score_buckets(self, buckets: np.ndarray, scale: float) -> np.ndarray:
-        if self.m is not None or scale != 1.0 or self.alpha <= 0:
+        if self.m is not None or scale != 1.0 or not self.plain or self._alpha() <= 0:
             return super().score_buckets(buckets, scale)
         if self.vocab_size is None:
             logs = self.table.gather_columns(self.table.index.known(self._find(buckets)))
@@ -214,13 +285,13 @@ class Multinomial(TokenTable):
         n = logs.shape[1]
         if not n:
             return np.zeros(len(self.totals))
-        a = self.alpha
+        a = self._alpha()
         logs += a
         np.log(logs, out=logs)
         return np.add.reduce(logs, axis=1) - n * np.log(self.totals + a * self.vocabulary)
 
     def entry_scores(self, counts: np.ndarray, scale: float) -> np.ndarray:
-        return self._smoothed_log(counts * scale, (self.totals * scale)[:, None], self.vocabulary)
+        return self._smoothed_log(counts * scale, (self.totals * scale)[:, None], self.vocabulary, scale)
 
 
 class Bernoulli(TokenTable):
@@ -231,6 +302,12 @@ class Bernoulli(TokenTable):
     """
 
     kind = "bernoulli"
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if self.alpha == "auto" or not self.plain:
+            raise ModelError("Bernoulli naive Bayes counts presence: it takes neither alpha='auto' "
+                             "nor the tf/idf/length_norm transforms")
 
     def _presence(self, batch: Batch) -> SparseRows:
         sr = self.entries(batch)
@@ -281,9 +358,10 @@ class Complement(TokenTable):
 
     kind = "complement"
 
-    def __init__(self, n_features: int, alpha: float = 1.0, fold: bool = True,
-                 vocab_size: int | None = None, m: float | None = None, norm: bool = False):
-        super().__init__(n_features, alpha, fold, vocab_size, m)
+    def __init__(self, n_features: int, alpha: float | str = 1.0, fold: bool = True,
+                 vocab_size: int | None = None, m: float | None = None, norm: bool = False,
+                 **transform) -> None:
+        super().__init__(n_features, alpha, fold, vocab_size, m, **transform)
         self.norm = norm
 
     def params(self) -> dict:
@@ -292,7 +370,11 @@ class Complement(TokenTable):
     def _log_theta(self, counts: np.ndarray, scale: float) -> np.ndarray:
         comp = (counts.sum(axis=0, keepdims=True) - counts) * scale
         comp_tot = ((self.totals.sum() - self.totals) * scale)[:, None]
-        return self._smoothed_log(comp, comp_tot, self.vocabulary)
+        return self._smoothed_log(comp, comp_tot, self.vocabulary, scale)
+
+    def _evidence_counts(self, counts: np.ndarray, totals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The complement counts, which ``alpha`` smooths here."""
+        return counts.sum(axis=0, keepdims=True) - counts, totals.sum() - totals
 
     def _normaliser(self, scale: float) -> np.ndarray:
         key = ("norm", scale)

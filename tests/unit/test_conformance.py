@@ -27,7 +27,10 @@ from tests.unit.conftest import BN_CLASS, bif_dir, stream_for
 SMALL = {"n_features": 2**16}
 _EXTRA = [("cnb", {"norm": True}), ("mnb", {"m": 2.0}), ("gnb", {"variance": "sample"}),
           ("catnb", {"m": 1.0}), ("mnb", {"vocab_size": 2**16}), ("bnb", {"vocab_size": 2**12}),
-          ("nb", {"variance": "sample", "decay": 0.99})]
+          ("nb", {"variance": "sample", "decay": 0.99}),
+          ("mnb", {"alpha": "auto", "min_token_length": 2, "stop_words": "english", "ngram_range": [1, 2]}),
+          ("cnb", {"alpha": "auto", "norm": True, "tf": "log", "length_norm": "l2"}),
+          ("nb", {"alpha": "auto", "tf": "log", "decay": 0.99})]
 
 # -- capabilities: a test that needs one runs only on the models that declare it ----------------
 # A learner class may declare ``supports`` (a set of these); without it, it supports them all.
@@ -183,7 +186,9 @@ def has_moments(state) -> bool:
 
 
 def is_loose(variant) -> bool:
-    return bool(variant[1].get("decay"))
+    """Decayed counts, and transformed (fractional) weights, are sums of floats taken in another
+    order by a merge: equal to rounding, not bit for bit."""
+    return bool(variant[1].get("decay") or variant[1].get("tf") or variant[1].get("length_norm"))
 
 
 # -- protocol --------------------------------------------------------------------------------
@@ -305,8 +310,8 @@ def test_weight_two_equals_twice(plain, make_stream):
         weighted.learn_one(x, y, w=2)
     state_twice, state_weighted = twice.to_state(), weighted.to_state()
     assert state_twice.pop("n_events") == 2 * state_weighted.pop("n_events")
-    assert_same(state_twice, state_weighted)
-    assert_same_predictions(twice, weighted, xs, exact=not has_moments(state_twice))
+    assert_same(state_twice, state_weighted, is_loose(plain))  # transformed weights: x+v+v vs x+2v
+    assert_same_predictions(twice, weighted, xs, exact=not (has_moments(state_twice) or is_loose(plain)))
 
 
 def test_decay_large_batch_and_restart():

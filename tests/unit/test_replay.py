@@ -324,7 +324,7 @@ def test_replay_with_a_label_delay_reports_windows_and_drift(tmp_path):
 def test_a_stream_shorter_than_one_batch_gets_every_metric():
     values = [f"{'spam' if i % 3 == 0 else 'ham'}\t{'win cash' if i % 3 == 0 else 'lunch at noon'}"
               for i in range(40)]
-    result = replay(MemorySource({"m": values}), Decoder("tsv"), build_models(["mnb"]),
+    result = replay(MemorySource({"m": values}), Decoder("tsv"), {"mnb": make_model("mnb", alpha=1.0)},
                     MemorySink(), batch_size=256)
     summary = result.run.summary()["mnb"]
     assert summary["cold"] == 1 and summary["accuracy"] is not None and summary["accuracy"] > 0.9

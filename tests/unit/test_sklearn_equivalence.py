@@ -90,4 +90,4 @@ def test_multinomial_fixed_vocabulary_matches_sklearn_with_unseen_features(count
     X, y = counts
     X = X.copy()
     X[:200, 0] = 0  # feature 0 never seen in training
-    check(MultinomialNB(vocab_size=N_FEATURES), sk.MultinomialNB(), X, y)
+    check(MultinomialNB(alpha=1.0, vocab_size=N_FEATURES), sk.MultinomialNB(), X, y)

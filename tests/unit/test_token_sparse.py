@@ -72,7 +72,7 @@ def text_stream(n=300, seed=0):
     return xs, ys
 
 
-MODELS = {"mnb": (MultinomialNB, {}), "bnb": (BernoulliNB, {}), "cnb": (ComplementNB, {}),
+MODELS = {"mnb": (MultinomialNB, {"alpha": 1.0}), "bnb": (BernoulliNB, {}), "cnb": (ComplementNB, {}),
           "cnb-norm": (ComplementNB, {"norm": True}), "mnb-a0.3": (MultinomialNB, {"alpha": 0.3})}
 
 
@@ -102,7 +102,7 @@ def test_predictions_equal_the_dense_reference(name):
 def test_per_event_multinomial_equals_the_reference_and_the_batch_path():
     xs, ys = text_stream(seed=1)
     xs = [{"text": x["text"]} for x in xs]  # plain text: the per-event fast path
-    m, batch = MultinomialNB(), MultinomialNB()
+    m, batch = MultinomialNB(alpha=1.0), MultinomialNB(alpha=1.0)
     for x, y in zip(xs[:200], ys[:200], strict=True):
         m.predict_proba_one(x)
         m.learn_one(x, y)
@@ -116,7 +116,7 @@ def test_per_event_multinomial_equals_the_reference_and_the_batch_path():
 
 def test_decayed_predictions_equal_the_reference():
     xs, ys = text_stream(seed=2)
-    m = MultinomialNB(decay=0.97)
+    m = MultinomialNB(alpha=1.0, decay=0.97)
     for lo in range(0, 240, 16):
         m.learn_many(xs[lo:lo + 16], ys[lo:lo + 16])
     w = 0.97 ** (239 - np.arange(240.0))

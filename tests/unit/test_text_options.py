@@ -1,0 +1,226 @@
+"""Token options, streaming TF/IDF/length transforms (TWCNB) and alpha="auto" (issue 11)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from streambayes.errors import FeatureError, ModelError
+from streambayes.features import Featurizer
+from streambayes.features.text import ENGLISH_STOP_WORDS, Tokenizer
+from streambayes.models import make_model, model_from_state
+from streambayes.snapshot import pack, unpack
+from streambayes.stats.evidence import GRID, evidence_alpha, log_evidence
+
+DOCS = ["Free prize now, claim your free prize", "lunch at noon with Bob?", "WIN a prize: call now",
+        "meeting notes for the lunch meeting", "free entry to win cash cash cash", "see you at the meeting",
+        "café owner wins a prize", "notes: bring the notes", "urgent! claim cash now", "bob said hi"]
+LABELS = ["spam", "ham", "spam", "ham", "spam", "ham", "spam", "ham", "spam", "ham"]
+TW = {"norm": True, "tf": "log", "idf": True, "length_norm": "l2"}
+
+
+# -- token options --------------------------------------------------------------------------------
+@pytest.mark.parametrize("text", ["a bb ccc d_e 4 55 x", "café à la crème, 1 été", "I a b c"])
+def test_min_token_length_two_is_sklearns_pattern(text):
+    assert Tokenizer(min_token_length=2)(text) == re.findall(r"\b\w\w+\b", text.lower())
+    assert Tokenizer(token_pattern=r"\b\w\w+\b")(text) == Tokenizer(min_token_length=2)(text)
+
+
+def test_token_pattern_with_a_group_and_case():
+    assert Tokenizer(token_pattern=r"#(\w+)", lowercase=False)("see #Spam and #ham") == ["Spam", "ham"]
+    with pytest.raises(FeatureError, match="token_pattern"):
+        Tokenizer(token_pattern="(")
+    with pytest.raises(FeatureError, match="one group"):
+        Tokenizer(token_pattern=r"(a)(b)")
+
+
+def test_stop_words_and_ngrams():
+    assert Tokenizer(stop_words="english")("The prize is yours") == ["prize"]
+    assert "the" in ENGLISH_STOP_WORDS and "prize" not in ENGLISH_STOP_WORDS
+    assert Tokenizer(stop_words=["prize"])("the prize") == ["the"]
+    t = Tokenizer(ngram_range=(1, 3))
+    assert t("a b c") == ["a", "b", "c", "a b", "b c", "a b c"]
+    assert Tokenizer(ngram_range=(2, 2))("a b c") == ["a b", "b c"]
+    assert Tokenizer(ngram_range=(1, 2))("x y z") == Tokenizer(bigrams=True)("x y z")
+    for bad in [(0, 1), (2, 1), "12", (1,)]:
+        with pytest.raises(FeatureError):
+            Tokenizer(ngram_range=bad)
+    with pytest.raises(FeatureError):
+        Tokenizer(min_token_length=0)
+    with pytest.raises(FeatureError):
+        Tokenizer(stop_words="french")
+
+
+def test_token_options_reach_the_model_and_survive_snapshot_and_clone():
+    opts = {"min_token_length": 2, "stop_words": ["now", "prize"], "ngram_range": [1, 2],
+            "token_pattern": r"[a-z]+"}
+    m = make_model("mnb", **opts)
+    m.learn_many([{"text": t} for t in DOCS], LABELS)
+    buckets = set(m.featurize([{"text": "a prize now free entry"}]).tokens.indices.tolist())
+    f = Featurizer()
+    assert buckets == {f.hasher.bucket(w) for w in ("free", "entry", "free entry")}
+    state = m.to_state()
+    data, _ = pack(state, snapshot_id="1", model=m.name, config={}, positions={}, events=10,
+                   created_at="2024-01-01T00:00:00Z")
+    for other in (model_from_state(unpack(data)[1]), m.clone()):
+        assert other.params() == m.params()
+        assert {k: other.params()[k] for k in opts} == opts
+    restored = model_from_state(unpack(data)[1])
+    xs = [{"text": t} for t in DOCS]
+    assert np.array_equal(restored.predict_log_proba_many(xs), m.predict_log_proba_many(xs))
+    with pytest.raises(ModelError):
+        m.merge(make_model("mnb", **{**opts, "min_token_length": 3}))
+
+
+# -- TWCNB: streaming transforms -----------------------------------------------------------------
+def _reference_twcnb(train: list[str], labels: list[str], test: list[str], alpha: float) -> np.ndarray:
+    """Rennie et al. 2003 §4 by hand (TF log(1+tf), IDF log(N/df), L2) + sklearn's ComplementNB(norm)."""
+    from sklearn.naive_bayes import ComplementNB
+
+    f = Featurizer()
+    tok = [[f.hasher.bucket(w) for w in f.tokenizer(t)] for t in train]
+    vocab = sorted({b for doc in tok for b in doc})
+    col = {b: i for i, b in enumerate(vocab)}
+
+    def counts(docs):
+        X = np.zeros((len(docs), len(vocab)))
+        for i, doc in enumerate(docs):
+            for b in doc:
+                if b in col:
+                    X[i, col[b]] += 1
+        return X
+    X = counts(tok)
+    df = (X > 0).sum(axis=0)
+    idf = np.log(len(train) / df)
+
+    def weigh(X):
+        W = np.log1p(X) * idf
+        n = np.sqrt((W ** 2).sum(axis=1, keepdims=True))
+        return W / np.where(n > 0, n, 1.0)
+    model = ComplementNB(alpha=alpha, norm=True).fit(weigh(X), labels)
+    Xt = counts([[f.hasher.bucket(w) for w in f.tokenizer(t)] for t in test])
+    return model.predict_log_proba(weigh(Xt))[:, np.argsort(np.argsort(model.classes_))]
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.1])
+def test_twcnb_equals_the_batch_reference(alpha):
+    test = ["free cash prize", "lunch meeting notes bob", "claim now", "totally unseen words"]
+    m = make_model("cnb", alpha=alpha, **TW)
+    m.learn_many([{"text": t} for t in DOCS], LABELS)
+    ours = m.predict_log_proba_many([{"text": t} for t in test])
+    ref = _reference_twcnb(DOCS, LABELS, test, alpha)[:, [sorted(m.classes).index(c) for c in m.classes]]
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-9)
+
+
+def test_streaming_idf_counts_a_batch_before_weighing_it():
+    """Learned event by event, each event sees the df of the events before it and itself: the
+    table then differs from the batch one (streaming IDF), but df and N are the same."""
+    one, many = make_model("cnb", **TW), make_model("cnb", **TW)
+    for t, y in zip(DOCS, LABELS, strict=True):
+        one.learn_one({"text": t}, y)
+    many.learn_many([{"text": t} for t in DOCS], LABELS)
+    a, b = one.to_state()["components"][0], many.to_state()["components"][0]
+    assert a["df"]["n_docs"] == b["df"]["n_docs"] == 10.0
+    assert np.array_equal(a["df"]["ids"], b["df"]["ids"]) and np.array_equal(a["df"]["df"], b["df"]["df"])
+    assert a["counts"].shape != b["counts"].shape or not np.allclose(a["counts"], b["counts"])
+
+
+@pytest.mark.parametrize("split", [0, 3, 7])
+def test_df_statistics_merge_equals_sequential_and_decay_scales_them(split):
+    xs = [{"text": t} for t in DOCS]
+    a, b, seq = (make_model("mnb", tf="log", idf="smooth", length_norm="l2") for _ in range(3))
+    a.learn_many(xs[:split], LABELS[:split]) if split else None
+    b.learn_many(xs[split:], LABELS[split:])
+    for x, y in zip(xs, LABELS, strict=True):
+        seq.learn_one(x, y)
+    a.merge(b)
+    da, ds = a.to_state()["components"][0]["df"], seq.to_state()["components"][0]["df"]
+    assert da["n_docs"] == ds["n_docs"]
+    assert np.array_equal(da["ids"], ds["ids"]) and np.array_equal(da["df"], ds["df"])
+    comp = a._components[0]
+    comp.scale(0.5)
+    assert comp.df.n_docs == 5.0 and np.array_equal(comp.df.table.sorted_counts()[0], da["df"] * 0.5)
+
+
+def test_transforms_round_trip_through_snapshots():
+    for name, params in [("cnb", TW), ("nb", {"tf": "log", "idf": "smooth"}), ("mnb", {"length_norm": "l2"})]:
+        m = make_model(name, **params)
+        xs = [{"text": t} for t in DOCS]
+        m.learn_many(xs[:6], LABELS[:6])
+        data, _ = pack(m.to_state(), snapshot_id="1", model=m.name, config={}, positions={}, events=6,
+                       created_at="2024-01-01T00:00:00Z")
+        r = model_from_state(unpack(data)[1])
+        assert r.params() == m.params()
+        assert np.array_equal(r.predict_log_proba_many(xs), m.predict_log_proba_many(xs))
+        for model in (r, m):
+            model.learn_many(xs[6:], LABELS[6:])
+        assert np.array_equal(r.predict_log_proba_many(xs), m.predict_log_proba_many(xs))
+
+
+def test_transform_options_are_checked():
+    for bad in [{"tf": "sqrt"}, {"idf": "yes"}, {"length_norm": "l1"}]:
+        with pytest.raises(ModelError):
+            make_model("mnb", **bad)
+    with pytest.raises(ModelError):
+        make_model("bnb", tf="log")
+    with pytest.raises(ModelError):
+        make_model("bnb", alpha="auto")
+
+
+# -- alpha="auto" ----------------------------------------------------------------------------------
+def test_log_evidence_is_the_dirichlet_formula():
+    counts = np.array([[3.0, 0.0, 1.0], [0.0, 2.0, 5.0]])
+    totals, v, a = counts.sum(axis=1), 3, 0.7
+    want = sum(math.lgamma(v * a) - math.lgamma(totals[c] + v * a)
+               + sum(math.lgamma(n + a) - math.lgamma(a) for n in counts[c]) for c in range(2))
+    assert log_evidence(counts, totals, v, np.array([a]))[0] == pytest.approx(want, rel=1e-12)
+
+
+def test_evidence_alpha_finds_the_maximum():
+    rng = np.random.default_rng(3)
+    counts = rng.poisson(rng.gamma(0.2, 5.0, size=(2, 300))).astype(float)
+    totals = counts.sum(axis=1)
+    fine = np.exp(np.linspace(np.log(GRID[0]), np.log(GRID[-1]), 4001))
+    best = fine[np.argmax(log_evidence(counts, totals, 300, fine))]
+    assert evidence_alpha(counts, totals, 300) == pytest.approx(best, rel=0.05)
+    assert evidence_alpha(np.zeros((2, 3)), np.zeros(2), 3) == 1.0
+
+
+@pytest.mark.parametrize("name", ["mnb", "cnb", "nb"])
+def test_auto_alpha_exact_under_merge_and_restore(name):
+    xs = [{"text": t} for t in DOCS * 3]
+    ys = LABELS * 3
+    seq = make_model(name, alpha="auto")
+    seq.learn_many(xs, ys)
+    a, b = make_model(name, alpha="auto"), make_model(name, alpha="auto")
+    a.learn_many(xs[:11], ys[:11])
+    a.predict_log_proba_many(xs)  # a fit on a's own counts, replaced by the merge
+    b.learn_many(xs[11:], ys[11:])
+    a.merge(b)
+    p_seq, p_merged = seq.predict_log_proba_many(xs), a.predict_log_proba_many(xs)
+    alpha = seq._components[0]._alpha()
+    assert alpha != 1.0 and a._components[0]._alpha() == alpha
+    np.testing.assert_allclose(p_merged, p_seq, rtol=1e-12, atol=1e-12)
+    data, _ = pack(seq.to_state(), snapshot_id="1", model=seq.name, config={}, positions={}, events=30,
+                   created_at="2024-01-01T00:00:00Z")
+    restored = model_from_state(unpack(data)[1])
+    assert restored._components[0]._alpha() == alpha
+    assert np.array_equal(restored.predict_log_proba_many(xs), p_seq)
+    fixed = make_model(name, alpha=alpha)
+    fixed.learn_many(xs, ys)
+    np.testing.assert_allclose(fixed.predict_log_proba_many(xs), p_seq, rtol=1e-12, atol=1e-12)
+
+
+def test_auto_alpha_refits_as_the_counts_grow():
+    m = make_model("mnb", alpha="auto")
+    xs = [{"text": t} for t in DOCS]
+    m.learn_many(xs[:2], LABELS[:2])
+    first = m._components[0]._alpha()
+    for _ in range(5):
+        m.learn_many(xs, LABELS)
+    comp = m._components[0]
+    assert comp._alpha() != first
+    assert comp._alpha() == evidence_alpha(comp.table.sorted_counts(), comp.totals, comp.vocabulary)
