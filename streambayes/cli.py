@@ -443,15 +443,17 @@ def _merged_config(dirs: list, merged: Any) -> dict:
 
 
 def _run_snapshot(args: argparse.Namespace, settings: Settings) -> int:
-    from streambayes.models import model_from_state
-    from streambayes.runtime.shards import latest_all, merge_snapshots, open_stores
+    from functools import partial
+
+    from streambayes.runtime.shards import latest_all, merge_snapshots, open_stores, store_options
+    from streambayes.runtime.spill import check_build, restore_model
     from streambayes.snapshot.store import summarize
 
     if args.action == "merge":
         snaps = latest_all(open_stores(args.dirs, settings))
         if snaps is None:
             raise UsageError("every shard directory needs a snapshot to merge")
-        merged = merge_snapshots(snaps)
+        merged = merge_snapshots(snaps, partial(restore_model, **store_options(settings)))
         (store,) = open_stores([args.to], settings)
         info = store.write(merged.model.to_state(), model=merged.name, positions=merged.positions,
                            events=merged.events,
@@ -462,13 +464,13 @@ def _run_snapshot(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(f"no snapshot directory {args.dir}")
     (store,) = open_stores([args.dir], settings)
     if args.action == "ls":
-        for info in store.list(model_from_state):
+        for info in store.list(check_build):
             state = "ok" if info.ok else f"CORRUPT ({info.error})"
             print(f"{info.id}  {info.created_at or '-':<32}  {info.model or '-':<6}  "
                   f"{info.events if info.events is not None else '-':>10}  {info.size:>10}  {state}")
         return 0
-    header = (store.load(args.id, model_from_state).header if args.id
-              else store.latest_header(model_from_state))
+    header = (store.load(args.id, check_build).header if args.id
+              else store.latest_header(check_build))
     if header is None:
         raise UsageError(f"{args.dir} holds no snapshot")
     print(json.dumps(summarize(header), indent=2, ensure_ascii=False))

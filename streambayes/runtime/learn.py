@@ -361,7 +361,8 @@ def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = 
         def make() -> Any:
             if job.per_key:
                 build_models([name or "nb"], job.network, job.label_field)  # checks the name
-                return new_per_key(name or "nb", per_key_bounds(job), spill_dir)
+                return new_per_key(name or "nb", per_key_bounds(job), spill_dir, job.bounds,
+                                   key=store.key, limits=store.limits)
             return build_models([name or "nb"], job.network, job.label_field,
                                 job.bounds)[name or "nb"]
 

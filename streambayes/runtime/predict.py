@@ -33,7 +33,7 @@ from streambayes.errors import FeatureError, LimitError, ModelError, SnapshotErr
 from streambayes.runtime.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.events import DeadLetter, Posterior
 from streambayes.runtime.learn import is_per_key, keyed_events, send_dead_letter
-from streambayes.runtime.shards import Merged, latest_all, merge_snapshots, open_stores
+from streambayes.runtime.shards import Merged, latest_all, merge_snapshots, open_stores, store_options
 from streambayes.runtime.sinks import MessageTooLarge, Sink
 from streambayes.runtime.sources import FileSource, Format, Source
 from streambayes.snapshot.store import BaseSnapshotStore
@@ -255,8 +255,10 @@ class PredictLoop:
             return argmax
 
     def _clues(self, model: Any, good: list[Decoded]) -> list[list[tuple[str, float]]]:
-        """The top clues of every event (batched when the model can), or none."""
-        if not self.clues or not model.classes or not good:
+        """The top clues of every event (batched when the model can), or none (also for a model
+        that gives no clues, such as a per-key model)."""
+        if not self.clues or not model.classes or not good or \
+                not (hasattr(model, "clues_many") or hasattr(model, "clues_one")):
             return [[] for _ in good]
         many = getattr(model, "clues_many", None)
         try:
@@ -348,7 +350,7 @@ def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | Non
         dead = open_sink(job.dead_letter, settings, stop=stop) if job.dead_letter else None
         wait = job.wait_seconds if job.wait_seconds is not None else (0.0 if is_file else None)
         try:
-            restore = partial(restore_model, bounds=per_key_bounds(job))
+            restore = partial(restore_model, bounds=per_key_bounds(job), **store_options(settings))
             watcher = ModelWatcher(stores, restore, per_key=job.per_key)
             loop = PredictLoop(source, decoder, watcher, sink, dead_letters=dead,
                                batch_size=job.batch_size, clues=job.clues,

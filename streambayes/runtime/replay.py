@@ -136,7 +136,8 @@ class KeyedLearner:
 
 def per_key_models(names: Sequence[str], backoff: float = 20.0,
                    bounds: Mapping[str, int | None] | None = None,
-                   spill_dir: Path | None = None) -> dict[str, Learner]:
+                   spill_dir: Path | None = None,
+                   base_params: Mapping[str, int] | None = None) -> dict[str, Learner]:
     """One backed-off per-key learner for each model name (``bn`` is not supported per key);
     with ``spill_dir`` the learners past ``bounds`` spill to files under ``spill_dir/NAME``."""
     from streambayes.models import MODEL_NAMES
@@ -155,7 +156,7 @@ def per_key_models(names: Sequence[str], backoff: float = 20.0,
 
             spill = DiskSpillStore(spill_dir / name)
         models[name] = KeyedLearner(PerKeyModel(base=name, backoff=backoff, spill=spill,
-                                                **(bounds or {})))
+                                                base_params=base_params, **(bounds or {})))
     return models
 
 
@@ -279,7 +280,8 @@ def _replay_models(job: FileReplay, stack: ExitStack) -> dict[str, Learner]:
     from streambayes.runtime.learn import per_key_bounds
 
     spill = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="streambayes-spill-")))
-    return per_key_models(job.models, bounds=per_key_bounds(job), spill_dir=spill)
+    return per_key_models(job.models, bounds=per_key_bounds(job), spill_dir=spill,
+                          base_params=job.bounds)
 
 
 def _replay_with(job: FileReplay, models: dict[str, Learner], console: Console,
@@ -293,7 +295,8 @@ def _replay_with(job: FileReplay, models: dict[str, Learner], console: Console,
                           limits=RecordLimits.from_settings(settings))
         dl_path = job.dead_letter or (job.report / "dead_letters.jsonl" if job.report
                                       else Path(DEFAULT_DEAD_LETTER_FILE))
-        with FileSink(dl_path, mode="w") as sink, _progress(source, progress) as tick:
+        sink_file = FileSink(dl_path, mode="w", max_line_bytes=settings.sink_max_line_bytes)
+        with sink_file as sink, _progress(source, progress) as tick:
             result = replay(source, decoder, models, sink, batch_size=job.batch_size,
                             limit=job.limit, positive=job.positive, on_batch=tick,
                             topic=source.topic, loss=job.loss, per_key=job.per_key,

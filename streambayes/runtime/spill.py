@@ -64,9 +64,11 @@ def key_digest(key: str) -> str:
 class DiskSpillStore:
     """Per-key learner states as versioned snapshot files in ``directory`` (see the module doc)."""
 
-    def __init__(self, directory: str | os.PathLike[str], *, writable: bool = True) -> None:
+    def __init__(self, directory: str | os.PathLike[str], *, writable: bool = True,
+                 key: bytes | None = None, limits: Any = None) -> None:
         self.directory = Path(directory)
         self.writable = writable
+        self.key, self.limits = key, limits  # as the snapshot store's: signed, size-checked files
         self.durable = writable
         self._current: dict[str, int] = {}
         self._overlay = MemorySpillStore()  # read-only mode: changed learners, compactly
@@ -88,7 +90,8 @@ class DiskSpillStore:
         if path is None:
             path, self._next = self.path(key, generation), self._next + 1
         data, _ = pack(state, snapshot_id=f"{generation:010d}", model="perkey-user",
-                       config={"key": key}, positions={}, events=0, created_at="", compress=False)
+                       config={"key": key}, positions={}, events=0, created_at="", compress=False,
+                       key=self.key)
         fresh = os.O_EXCL if key not in self._pending else os.O_TRUNC
         try:
             if not self._pending:
@@ -110,7 +113,7 @@ class DiskSpillStore:
             return None
         path = self.path(key, generation)
         try:
-            header, state = unpack(path.read_bytes())
+            header, state = unpack(path.read_bytes(), limits=self.limits, key=self.key)
         except (OSError, SnapshotError) as exc:
             raise ModelError(f"cannot read the spilled learner of key {key!r} ({path}): {exc}"
                              ) from exc
@@ -216,7 +219,8 @@ def spill_hooks(store: BaseSnapshotStore, spill_dir: Path, bounds: Mapping[str, 
     collector = SpillCollector(spill_dir, store)
 
     def restore(snapshot: Snapshot) -> Any:
-        return restore_model(snapshot, bounds, spill_dir=spill_dir, writable=True)
+        return restore_model(snapshot, bounds, spill_dir=spill_dir, writable=True,
+                             key=getattr(store, "key", None), limits=getattr(store, "limits", None))
 
     def on_checkpoint(info: SnapshotInfo, state: Mapping) -> None:
         if manifest_names(state) is None:
@@ -247,12 +251,14 @@ def check_build(state: Any) -> Any:
     if isinstance(state, Mapping) and state.get("model") == PerKeyModel.name:
         if not isinstance(state.get("params"), Mapping) or "global" not in state:
             raise SnapshotError("per-key state without params or global model")
+        model_from_state(state["global"])  # the global learner must rebuild (else: fall back)
         return None
     return model_from_state(state)
 
 
 def restore_model(snapshot: Snapshot, bounds: Mapping[str, int | None] | None = None, *,
-                  spill_dir: Path | None = None, writable: bool = False) -> Any:
+                  spill_dir: Path | None = None, writable: bool = False, key: bytes | None = None,
+                  limits: Any = None) -> Any:
     """The learner of ``snapshot``; a per-key one gets its spill store and ``bounds``."""
     from streambayes.models import model_from_state
     from streambayes.models.perkey import PerKeyModel
@@ -261,7 +267,8 @@ def restore_model(snapshot: Snapshot, bounds: Mapping[str, int | None] | None = 
     if not isinstance(state, Mapping) or state.get("model") != PerKeyModel.name:
         return model_from_state(state)
     directory = spill_dir or spill_directory(snapshot)
-    model = PerKeyModel.from_state(state, spill=DiskSpillStore(directory, writable=writable))
+    spill = DiskSpillStore(directory, writable=writable, key=key, limits=limits)
+    model = PerKeyModel.from_state(state, spill=spill)
     if bounds:
         given = {name: value for name, value in bounds.items() if value is not None}
         current = {name: getattr(model, name) for name in ("max_resident", "max_resident_bytes",
@@ -270,11 +277,15 @@ def restore_model(snapshot: Snapshot, bounds: Mapping[str, int | None] | None = 
     return model
 
 
-def new_per_key(base: str, bounds: Mapping[str, int | None], spill_dir: Path) -> Any:
-    """A fresh per-key learner over ``base`` with a writable disk spill store in ``spill_dir``."""
+def new_per_key(base: str, bounds: Mapping[str, int | None], spill_dir: Path,
+                base_params: Mapping[str, int] | None = None, key: bytes | None = None,
+                limits: Any = None) -> Any:
+    """A fresh per-key learner over ``base`` with a writable disk spill store in ``spill_dir``
+    (its files signed with ``key`` and read within ``limits``, as the snapshots are)."""
     from streambayes.models.perkey import PerKeyModel
 
-    return PerKeyModel(base=base, spill=DiskSpillStore(spill_dir), **bounds)
+    spill = DiskSpillStore(spill_dir, key=key, limits=limits)
+    return PerKeyModel(base=base, base_params=base_params, spill=spill, **bounds)
 
 
 def _fsync_directory(directory: Path) -> None:
