@@ -36,7 +36,7 @@ from pathlib import Path
 
 from _common import data_dir, print_table
 
-from streambayes.devtools.broker import broker
+from streambayes.devtools.broker import broker_info
 from streambayes.devtools.kills import CASES, crash_case, learn_file, learn_with_kills, state_difference
 from streambayes.runtime import kafka_python
 
@@ -50,7 +50,9 @@ class Env:
 
     def bootstrap(self) -> str:
         if self._bootstrap is None:
-            self._bootstrap = self._stack.enter_context(broker())
+            info = self._stack.enter_context(broker_info())
+            print(f"broker: {info}", flush=True)
+            self._bootstrap = info.bootstrap
         return self._bootstrap
 
     def new_topic(self, prefix: str, partitions: int = 1) -> str:
