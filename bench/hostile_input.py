@@ -96,18 +96,7 @@ def run_cli(args: list[str], timeout: float,
         argv, child_env, peak_file = measured(args, Path(tempfile.gettempdir()))
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                 env={**child_env, **(env or {})})
-        deadline = start + timeout
-        hung = False
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.perf_counter() > deadline:
-                hung = True
-                proc.kill()
-                pid, status, usage = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.05)
+        hung, status = _reap(proc, start + timeout)
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         text = out.read().decode("utf-8", "replace")
@@ -299,21 +288,21 @@ def _stop(proc: subprocess.Popen, start: float, deadline: float):
     """SIGTERM the service; (status, hung, seconds, peak MiB)."""
     if not _exited(proc):
         proc.terminate()
-    hung = False
-    grace = max(deadline - time.perf_counter(), 0) + 30
-    end = time.perf_counter() + grace
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.perf_counter() > end:
-            hung = True
-            proc.kill()
-            pid, status, usage = os.wait4(proc.pid, 0)
-            break
-        time.sleep(0.05)
+    hung, status = _reap(proc, time.perf_counter() + max(deadline - time.perf_counter(), 0) + 30)
     code = os.waitstatus_to_exitcode(status)
-    return (None if hung else code), hung, time.perf_counter() - start, usage.ru_maxrss / 1024
+    return (None if hung else code), hung, time.perf_counter() - start, 0.0
+
+
+def _reap(proc: subprocess.Popen, deadline: float) -> tuple[bool, int]:
+    """Wait for the child until ``deadline`` (perf_counter), then SIGKILL it: (hung, wait status)."""
+    while True:
+        pid, status, _ = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            return False, status
+        if time.perf_counter() > deadline:
+            proc.kill()
+            return True, os.wait4(proc.pid, 0)[1]
+        time.sleep(0.05)
 
 
 def main(argv: list[str] | None = None) -> int:

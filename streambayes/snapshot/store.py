@@ -305,7 +305,7 @@ class SnapshotStore(BaseSnapshotStore):
             if isinstance(exc, OSError):
                 raise SnapshotError(f"cannot write snapshot {final}: {exc}") from exc
             raise
-        _fsync_directory(self.directory)
+        fsync_directory(self.directory)
 
     def _remove(self, number: int) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -406,7 +406,7 @@ def _utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _fsync_directory(directory: Path) -> None:
+def fsync_directory(directory: Path) -> None:
     """Make the rename itself durable; not possible on every platform, so best effort."""
     try:
         fd = os.open(directory, os.O_RDONLY)
