@@ -295,6 +295,7 @@ def _replay_with(job: FileReplay, models: dict[str, Learner], console: Console,
                           limits=RecordLimits.from_settings(settings))
         dl_path = job.dead_letter or (job.report / "dead_letters.jsonl" if job.report
                                       else Path(DEFAULT_DEAD_LETTER_FILE))
+        Path(dl_path).unlink(missing_ok=True)  # this replay's letters only (the file opens lazily)
         sink_file = FileSink(dl_path, mode="w", max_line_bytes=settings.sink_max_line_bytes)
         with sink_file as sink, _progress(source, progress) as tick:
             result = replay(source, decoder, models, sink, batch_size=job.batch_size,

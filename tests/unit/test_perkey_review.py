@@ -85,3 +85,13 @@ def test_replay_dead_letters_respect_the_sink_line_limit(tmp_path, monkeypatch):
     assert main(["replay", str(tmp_path / "x.jsonl"), "--dead-letter", str(dl)]) == 0
     (line,) = dl.read_bytes().splitlines()
     assert len(line) <= 2000 and json.loads(line)["truncated"] is True
+
+
+def test_a_clean_replay_leaves_no_dead_letters_of_an_earlier_run(tmp_path):
+    dl = tmp_path / "dl.jsonl"
+    (tmp_path / "bad.jsonl").write_text('{"label": "a", "text": "x"}\n{oops\n')
+    (tmp_path / "good.jsonl").write_text('{"label": "a", "text": "x"}\n{"label": "b", "text": "y"}\n')
+    assert main(["replay", str(tmp_path / "bad.jsonl"), "--dead-letter", str(dl)]) == 0
+    assert dl.exists()
+    assert main(["replay", str(tmp_path / "good.jsonl"), "--dead-letter", str(dl)]) == 0
+    assert not dl.exists()
