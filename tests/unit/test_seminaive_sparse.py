@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import streambayes.models.seminaive.table as table_module
+from streambayes.devtools.datasets import wide_stream
 from streambayes.errors import FeatureError
 from streambayes.models import KDB, make_model, model_from_state
 from streambayes.stats.keyed import KeyedCounts
@@ -18,22 +19,6 @@ from .test_conformance import assert_same, canonical
 
 SPECS = [("aode", {}), ("aode", {"m": 2.0}), ("spode", {}), ("tan", {}), ("kdb", {}), ("kdb", {"k": 2}),
          ("tan", {"decay": 0.99}), ("kdb", {"k": 3}), ("kdb", {"k": 4, "m": 1.0})]
-
-
-def wide_stream(n: int = 226, n_classes: int = 24, n_attrs: int = 60, max_values: int = 150,
-                typical: float = 0.9, missing: float = 0.05, seed: int = 0):
-    """Audiology-like: ``n_classes`` classes of skewed prior, ``n_attrs`` attributes (every sixth
-    with ``max_values`` values, the others 2-6); each class has a typical value per attribute,
-    taken with probability ``typical`` (else a uniform value); ``missing`` of the cells empty."""
-    rng = np.random.default_rng(seed)
-    sizes = np.where(np.arange(n_attrs) % 6 == 0, max_values, rng.integers(2, 7, n_attrs))
-    ys = rng.choice(n_classes, n, p=rng.dirichlet(np.full(n_classes, 0.7)))
-    typ = np.stack([rng.integers(0, s, n_classes) for s in sizes], axis=1)
-    other = np.stack([rng.integers(0, s, n) for s in sizes], axis=1)
-    vals = np.where(rng.random((n, n_attrs)) < typical, typ[ys], other)
-    miss = rng.random((n, n_attrs)) < missing
-    xs = [{f"a{j:02d}": None if miss[i, j] else f"v{vals[i, j]}" for j in range(n_attrs)} for i in range(n)]
-    return xs, [f"c{y}" for y in ys]
 
 
 def _learn(name, params, xs, ys, batch=40):
