@@ -43,7 +43,7 @@
   meaning in :class:`streambayes.runtime.limits.RecordLimits`): ``STREAMBAYES_MAX_RECORD_BYTES``
   (1 MiB), ``STREAMBAYES_MAX_JSON_DEPTH`` (32), ``STREAMBAYES_MAX_NUMBER_DIGITS`` (100),
   ``STREAMBAYES_MAX_ABS_NUMBER`` (1e100, at most 1e100), ``STREAMBAYES_MAX_FEATURES`` (1000),
-  ``STREAMBAYES_MAX_TEXT_CHARS`` (100000), ``STREAMBAYES_MAX_STRING_CHARS`` (1000),
+  ``STREAMBAYES_MAX_TEXT_CHARS`` (1000000), ``STREAMBAYES_MAX_STRING_CHARS`` (1000),
   ``STREAMBAYES_MAX_WEIGHT`` (1000, at most 1e12).
 - ``STREAMBAYES_MAX_RESIDENT`` (default 10,000) and ``STREAMBAYES_MAX_RESIDENT_MB`` (default
   1024): per-key models kept live by ``--per-key`` runs, by count and by MiB (live models plus
@@ -139,6 +139,6 @@ class Settings(BaseSettings):
     max_number_digits: int = Field(default=100, gt=0)
     max_abs_number: float = Field(default=1e100, gt=0, le=1e100)
     max_features: int = Field(default=1000, gt=0)
-    max_text_chars: int = Field(default=100_000, gt=0)
+    max_text_chars: int = Field(default=1_000_000, gt=0)
     max_string_chars: int = Field(default=1000, gt=0)
     max_weight: float = Field(default=1e3, gt=0, le=1e12)

@@ -54,7 +54,7 @@ class RecordLimits:
       the sums of squares of the Gaussian summaries (≤ total weight x 4e200) finite in float64.
     - ``max_features`` = 1,000: entries of an event's ``features`` (a CSV header with more
       feature columns is a usage error).
-    - ``max_text_chars`` = 100,000: characters of the event's text.
+    - ``max_text_chars`` = 1,000,000: characters of the event's text (real mails reach 230,000).
     - ``max_string_chars`` = 1,000: characters of the id, key, label, a feature's name and a
       categorical value.
     - ``max_weight`` = 1,000: an event's weight (which must also be finite and > 0), so that a
@@ -66,7 +66,7 @@ class RecordLimits:
     max_number_digits: int = 100
     max_abs_number: float = 1e100
     max_features: int = 1000
-    max_text_chars: int = 100_000
+    max_text_chars: int = 1_000_000
     max_string_chars: int = 1000
     max_weight: float = 1e3
 

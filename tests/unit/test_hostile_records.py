@@ -183,7 +183,7 @@ KINDS = [  # (record, reason): what each kind of hostile record becomes
     (b'{"id": "a", "label": "x", "text": "t", "weight": 0}', "invalid_event"),
     (b'{"id": "a", "label": "x", "text": "t", "weight": NaN}', "invalid_event"),
     (b'{"id": "a", "label": "' + b"L" * 1001 + b'", "text": "t"}', "limit"),
-    (b'{"id": "a", "label": "x", "text": "' + b"w" * 100_001 + b'"}', "limit"),
+    (b'{"id": "a", "label": "x", "text": "' + b"w" * 1_000_001 + b'"}', "limit"),
     (b'{"id": "a", "label": "x", "features": {' + b", ".join(b'"f%d": 1' % i for i in range(1001))
      + b"}}", "limit"),
     (b'{"id": "a", "label": "x", "text": "t", "extra": ' + b"[" * 33 + b"]" * 33 + b"}", "limit"),
@@ -287,3 +287,23 @@ def test_produce_sends_the_head_of_an_over_long_line_and_says_so(tmp_path, caplo
         assert main(["produce", str(source), "--to", str(out)]) == 0
     assert [len(line) for line in out.read_bytes().splitlines()][1] == 101
     assert "line 2 has 523 bytes, more than max_record_bytes (100)" in caplog.text
+
+
+def test_the_default_limits_take_every_real_mail_as_handed_over():
+    """enron1-3 holds mails of up to 230,000 characters: none is past a default limit."""
+    import os
+    from pathlib import Path
+
+    from streambayes.runtime.decode import Decoder
+    from streambayes.runtime.events import DeadLetter
+    from streambayes.runtime.limits import RecordLimits
+    from streambayes.runtime.sources import FileSource
+
+    data = Path(os.environ.get("STREAMBAYES_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data")
+    with FileSource(data / "enron_spam_dev" / "enron1-3.jsonl.gz",
+                    max_line_bytes=RecordLimits().max_record_bytes) as source:
+        decoder = Decoder(source.format, limits=RecordLimits())
+        letters = []
+        while records := source.poll(2000):
+            letters += [d for d in decoder.decode_many(records) if isinstance(d, DeadLetter)]
+    assert letters == []
