@@ -23,7 +23,7 @@ import time
 CHILD = r'''
 import sys
 from streambayes.config import Settings
-from streambayes.runtime import connect
+from streambayes.runtime.kafka import connect
 src = connect.open_source(sys.argv[1], Settings(kafka_client=sys.argv[2],
                           kafka_session_timeout_ms=int(sys.argv[3])), role="predict")
 while True:
@@ -39,7 +39,7 @@ def owned(source) -> list[int]:
 def handover(bootstrap: str, client: str, session_ms: int) -> tuple[float, float, float]:
     """(first join s, second member's first assignment s, hand-over after the kill s)."""
     from streambayes.config import Settings
-    from streambayes.runtime import connect, kafka_python
+    from streambayes.runtime.kafka import connect, kafka_python
 
     topic = f"handover-{os.getpid()}-{client}-{session_ms}"
     kafka_python.create_topic(bootstrap, topic, 2)

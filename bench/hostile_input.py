@@ -169,7 +169,7 @@ def kafka_runs(work: Path, label: str, labelled: list[bytes], unlabelled: list[b
     predict to a posteriors topic; count what comes out on the topics."""
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-    from streambayes.runtime.kafka_python import create_topic
+    from streambayes.runtime.kafka.kafka_python import create_topic
 
     tag = f"{label}-{int(time.time() * 1000)}"
     train, test, dlq, post = (f"{tag}-{name}" for name in ("train", "test", "dlq", "post"))

@@ -41,12 +41,12 @@ from _common import load_sms_spam, package_version, print_table
 from streambayes.config import Settings
 from streambayes.devtools.broker import broker_info
 from streambayes.devtools.kafka_broker import cpu_seconds
-from streambayes.runtime.connect import backend
-from streambayes.runtime.decode import Decoder
-from streambayes.runtime.learn import LearnLoop
-from streambayes.runtime.predict import ModelWatcher, PredictLoop
-from streambayes.runtime.shards import open_stores
-from streambayes.runtime.sinks import MemorySink
+from streambayes.runtime.kafka.connect import backend
+from streambayes.runtime.loops.learn import LearnLoop
+from streambayes.runtime.loops.predict import ModelWatcher, PredictLoop
+from streambayes.runtime.loops.shards import open_stores
+from streambayes.runtime.records.decode import Decoder
+from streambayes.runtime.records.sinks import MemorySink
 from streambayes.snapshot import SnapshotStore
 
 BACKENDS = ("kafka-python", "confluent")

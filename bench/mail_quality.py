@@ -72,10 +72,10 @@ def scores(p_true: list[float], right: list[bool], seconds: float) -> dict:
 def run_sb_replay(path: Path, texts: list[str], labels: list[str], name: str = "nb",
                   params: dict | None = None, batch_size: int = 256) -> dict:
     from streambayes.models import make_model
-    from streambayes.runtime.decode import Decoder
-    from streambayes.runtime.replay import build_models, replay
-    from streambayes.runtime.sinks import MemorySink
-    from streambayes.runtime.sources import FileSource
+    from streambayes.runtime.loops.replay import build_models, replay
+    from streambayes.runtime.records.decode import Decoder
+    from streambayes.runtime.records.sinks import MemorySink
+    from streambayes.runtime.records.sources import FileSource
 
     with FileSource(path) as source:
         decoder = Decoder(source.format, header=source.header)

@@ -2,7 +2,7 @@
 
 One ``PerKeyModel`` over ``mnb`` (hashed to ``--n-features`` buckets) with the caps set
 (``--max-resident`` live models, ``--max-resident-mb`` of them), its spilled models in a
-:class:`~streambayes.runtime.spill.DiskSpillStore` (a temporary directory), as ``learn --per-key``
+:class:`~streambayes.runtime.loops.spill.DiskSpillStore` (a temporary directory), as ``learn --per-key``
 runs it. Events are 20 Newsgroups posts (train and test, shuffled); reader ``k`` likes the
 groups ``k mod 20`` and ``k*7 mod 20``, so each event is ``interesting`` or ``not`` for its key.
 
@@ -35,7 +35,7 @@ import numpy as np
 from _common import data_path, fmt, print_table, write_json
 
 from streambayes.models.perkey import PerKeyModel
-from streambayes.runtime.spill import DiskSpillStore
+from streambayes.runtime.loops.spill import DiskSpillStore
 from streambayes.snapshot import SnapshotStore
 
 MIB = 2**20

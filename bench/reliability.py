@@ -38,7 +38,7 @@ from _common import data_dir, print_table
 
 from streambayes.devtools.broker import broker_info
 from streambayes.devtools.kills import CASES, crash_case, learn_file, learn_with_kills, state_difference
-from streambayes.runtime import kafka_python
+from streambayes.runtime.kafka import kafka_python
 
 
 class Env:

@@ -318,8 +318,8 @@ def _add_replay_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run_replay(args: argparse.Namespace, settings: Settings) -> int:
-    from streambayes.runtime.replay import FileReplay, replay_file
-    from streambayes.runtime.uri import parse_uri
+    from streambayes.runtime.loops.replay import FileReplay, replay_file
+    from streambayes.runtime.records.uri import parse_uri
 
     source = parse_uri(args.source)  # a file path, or a Kafka range checked here
     job = FileReplay(
@@ -381,7 +381,7 @@ def _logging() -> None:
 
 
 def _run_learn(args: argparse.Namespace, settings: Settings) -> int:
-    from streambayes.runtime.learn import LearnJob, run_learn
+    from streambayes.runtime.loops.learn import LearnJob, run_learn
 
     job = LearnJob(source=args.source, snapshots=args.snapshots, model=args.model, every=args.every,
                    every_seconds=args.every_seconds, dead_letter=args.dead_letter,
@@ -402,7 +402,7 @@ def _run_learn(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _run_predict(args: argparse.Namespace, settings: Settings) -> int:
-    from streambayes.runtime.predict import PredictJob, run_predict
+    from streambayes.runtime.loops.predict import PredictJob, run_predict
 
     job = PredictJob(source=args.source, sink=args.sink, snapshots=args.snapshots,
                      dead_letter=args.dead_letter, format=args.format,
@@ -421,7 +421,7 @@ def _run_predict(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _run_produce(args: argparse.Namespace, settings: Settings) -> int:
-    from streambayes.runtime.produce import ProduceJob, produce_file
+    from streambayes.runtime.loops.produce import ProduceJob, produce_file
 
     job = ProduceJob(path=args.file, to=args.to, format=args.format, label_field=args.label_field,
                      text_field=args.text_field, key_field=args.key_field,
@@ -434,7 +434,7 @@ def _run_produce(args: argparse.Namespace, settings: Settings) -> int:
 
 def _merged_config(dirs: list, merged: Any) -> dict:
     """The config of a merged snapshot: where it came from, and the shards' calibration added."""
-    from streambayes.runtime.calibrate import CONFIG_KEY, to_config
+    from streambayes.runtime.loops.calibrate import CONFIG_KEY, to_config
 
     config: dict = {"merged_from": [f"{d}:{i}" for d, i in zip(dirs, merged.ids, strict=True)]}
     if merged.calibration is not None:
@@ -445,8 +445,8 @@ def _merged_config(dirs: list, merged: Any) -> dict:
 def _run_snapshot(args: argparse.Namespace, settings: Settings) -> int:
     from functools import partial
 
-    from streambayes.runtime.shards import latest_all, merge_snapshots, open_stores, store_options
-    from streambayes.runtime.spill import check_build, restore_model
+    from streambayes.runtime.loops.shards import latest_all, merge_snapshots, open_stores, store_options
+    from streambayes.runtime.loops.spill import check_build, restore_model
     from streambayes.snapshot.store import summarize
 
     if args.action == "merge":

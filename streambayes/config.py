@@ -40,7 +40,7 @@
   larger than this is refused as corrupt; ``STREAMBAYES_SNAPSHOT_MAX_RATIO`` (default 100): an old
   (npz) snapshot member inflating more than this many times (past 1 MiB) is refused as a zip bomb.
 - Per-record limits (a record past one is a dead letter with reason ``limit``; defaults and
-  meaning in :class:`streambayes.runtime.limits.RecordLimits`): ``STREAMBAYES_MAX_RECORD_BYTES``
+  meaning in :class:`streambayes.runtime.records.limits.RecordLimits`): ``STREAMBAYES_MAX_RECORD_BYTES``
   (1 MiB), ``STREAMBAYES_MAX_JSON_DEPTH`` (32), ``STREAMBAYES_MAX_NUMBER_DIGITS`` (100),
   ``STREAMBAYES_MAX_ABS_NUMBER`` (1e100, at most 1e100), ``STREAMBAYES_MAX_FEATURES`` (1000),
   ``STREAMBAYES_MAX_TEXT_CHARS`` (1000000), ``STREAMBAYES_MAX_STRING_CHARS`` (1000),
@@ -133,7 +133,7 @@ class Settings(BaseSettings):
         return {name: str(value) if isinstance(value, Path) else value
                 for name, value in values.items() if value is not None}
 
-    # per-record limits (streambayes.runtime.limits.RecordLimits): past one, a `limit` dead letter
+    # per-record limits (streambayes.runtime.records.limits.RecordLimits): past one, a `limit` dead letter
     max_record_bytes: int = Field(default=1 << 20, gt=0)
     max_json_depth: int = Field(default=32, gt=0)
     max_number_digits: int = Field(default=100, gt=0)

@@ -145,7 +145,7 @@ class _Producer(threading.Thread):
         self.start()
 
     def run(self) -> None:
-        from streambayes.runtime import kafka_python
+        from streambayes.runtime.kafka import kafka_python
 
         try:
             sink = kafka_python.KafkaSink(self.bootstrap)

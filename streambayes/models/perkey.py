@@ -40,7 +40,7 @@ Bounds (each with its behaviour at the bound):
   it a dead letter with reason ``limit``).
 
 The spill store (:mod:`.perkey_spill`) is in memory and compact by default; the runtime gives a
-versioned disk store (:mod:`streambayes.runtime.spill`) whose snapshot holds a manifest only.
+versioned disk store (:mod:`streambayes.runtime.loops.spill`) whose snapshot holds a manifest only.
 Spilling and restoring never change a prediction: a learner comes back from its exact state.
 
 >>> m = PerKeyModel("mnb")

@@ -4,7 +4,7 @@ A spill store maps a key to the ``to_state()`` of that key's learner. The pure l
 so it only defines the protocol (:class:`SpillStore`) and an in-memory store that holds the states
 *compactly* (:class:`MemorySpillStore`: every array's bytes zlib-compressed, so a learner whose
 tables are mostly zeros costs a few KB). The disk-backed, versioned store used by
-``learn --per-key`` and ``predict --per-key`` is :class:`streambayes.runtime.spill.DiskSpillStore`.
+``learn --per-key`` and ``predict --per-key`` is :class:`streambayes.runtime.loops.spill.DiskSpillStore`.
 
 A store is *durable* when its copies outlive the process and a snapshot may refer to them by a
 manifest (key -> generation) instead of holding the states; a non-durable store's states are

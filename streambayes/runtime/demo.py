@@ -14,10 +14,10 @@ from rich.table import Table
 from streambayes.config import Settings
 from streambayes.evaluate.prequential import Learner
 from streambayes.runtime.data import SmsData, find_sms, synthetic_sms
-from streambayes.runtime.decode import Decoded, Decoder
-from streambayes.runtime.replay import ReplayResult, build_models, print_summary, replay
-from streambayes.runtime.sinks import MemorySink
-from streambayes.runtime.sources import FileSource, MemorySource, Record
+from streambayes.runtime.loops.replay import ReplayResult, build_models, print_summary, replay
+from streambayes.runtime.records.decode import Decoded, Decoder
+from streambayes.runtime.records.sinks import MemorySink
+from streambayes.runtime.records.sources import FileSource, MemorySource, Record
 
 DEMO_MODELS = ("nb", "mnb", "cnb")
 WRITTEN_EXAMPLES = ("WINNER!! Claim your free prize now", "are we still on for lunch tomorrow?")

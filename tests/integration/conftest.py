@@ -21,7 +21,7 @@ from streambayes.devtools.broker import (
     broker_info,
     describe_choice,
 )
-from streambayes.runtime import kafka_python
+from streambayes.runtime.kafka import kafka_python
 
 _names = itertools.count()
 _used: list[BrokerInfo] = []

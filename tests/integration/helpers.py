@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from streambayes.runtime.sources import FileSource
+from streambayes.runtime.records.sources import FileSource
 
 GROUP_OPTIONS = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
 

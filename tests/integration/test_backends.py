@@ -19,8 +19,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from streambayes.errors import BrokerError
-from streambayes.runtime import kafka_confluent, kafka_python
-from streambayes.runtime.sources import Record
+from streambayes.runtime.kafka import confluent as kafka_confluent
+from streambayes.runtime.kafka import kafka_python
+from streambayes.runtime.records.sources import Record
 
 GROUP_OPTIONS = {
     "kafka-python": {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000},

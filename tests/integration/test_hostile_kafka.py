@@ -19,9 +19,9 @@ from kafka import KafkaProducer
 
 from streambayes.config import Settings
 from streambayes.devtools.hostile import hostile_records
-from streambayes.runtime import kafka_python
-from streambayes.runtime.learn import LearnJob, run_learn
-from streambayes.runtime.predict import PredictJob, run_predict
+from streambayes.runtime.kafka import kafka_python
+from streambayes.runtime.loops.learn import LearnJob, run_learn
+from streambayes.runtime.loops.predict import PredictJob, run_predict
 from streambayes.snapshot import SnapshotStore
 from tests.integration.helpers import GROUP_OPTIONS, Background, encode, sms_events, wait_until
 

@@ -6,7 +6,7 @@ import json
 import signal
 import uuid
 
-from streambayes.runtime import kafka_python
+from streambayes.runtime.kafka import kafka_python
 from tests.integration.helpers import wait_until
 
 

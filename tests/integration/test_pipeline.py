@@ -11,10 +11,10 @@ import pytest
 
 from streambayes.cli import main
 from streambayes.config import Settings
-from streambayes.runtime import kafka_python
-from streambayes.runtime.learn import LearnJob, run_learn
-from streambayes.runtime.predict import PredictJob, run_predict
-from streambayes.runtime.shards import latest_all, merge_snapshots, open_stores
+from streambayes.runtime.kafka import kafka_python
+from streambayes.runtime.loops.learn import LearnJob, run_learn
+from streambayes.runtime.loops.predict import PredictJob, run_predict
+from streambayes.runtime.loops.shards import latest_all, merge_snapshots, open_stores
 from streambayes.snapshot import SnapshotStore
 from tests.integration.helpers import (
     BAD_RECORDS,

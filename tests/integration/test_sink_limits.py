@@ -12,9 +12,10 @@ from types import ModuleType
 import pytest
 
 from streambayes.config import Settings
-from streambayes.runtime import kafka_confluent, kafka_python
-from streambayes.runtime.learn import LearnJob, run_learn
-from streambayes.runtime.predict import PredictJob, run_predict
+from streambayes.runtime.kafka import confluent as kafka_confluent
+from streambayes.runtime.kafka import kafka_python
+from streambayes.runtime.loops.learn import LearnJob, run_learn
+from streambayes.runtime.loops.predict import PredictJob, run_predict
 from streambayes.snapshot import SnapshotStore
 from tests.integration.helpers import Background, encode, sms_events, wait_until, write_jsonl
 

@@ -230,7 +230,7 @@ def test_the_bounds_come_from_the_environment_too(tmp_path, monkeypatch):
 
 
 def test_replay_of_1200_labels_keeps_1000_classes_and_letters_200(tmp_path, capsys):
-    from streambayes.runtime.replay import FileReplay, replay_file
+    from streambayes.runtime.loops.replay import FileReplay, replay_file
 
     rows = [{"id": f"e{i}", "label": f"c{i}", "features": {"colour": "xyz"[i % 3], "n": i % 5}}
             for i in range(1200)]

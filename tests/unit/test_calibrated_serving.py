@@ -11,7 +11,7 @@ import pytest
 
 from streambayes.cli import main
 from streambayes.evaluate.calibration import OnlineCalibrator
-from streambayes.runtime import calibrate
+from streambayes.runtime.loops import calibrate
 from streambayes.snapshot import SnapshotStore
 
 WORDS = {"spam": "win cash prize free offer claim now click".split(),

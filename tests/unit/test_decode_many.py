@@ -7,8 +7,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streambayes.runtime.decode import Decoded, Decoder
-from streambayes.runtime.sources import Record
+from streambayes.runtime.records.decode import Decoded, Decoder
+from streambayes.runtime.records.sources import Record
 
 TRICKY = [
     b'{"id": "a", "label": "spam", "text": "WIN cash"}',

@@ -5,7 +5,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from streambayes.runtime.events import (
+from streambayes.runtime.records.events import (
     DeadLetter,
     Event,
     LabelledEvent,

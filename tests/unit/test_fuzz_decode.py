@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 
 from streambayes.errors import FeatureError
 from streambayes.models import make_model
-from streambayes.runtime import decode as decode_module
-from streambayes.runtime.decode import Decoded, Decoder
-from streambayes.runtime.events import DeadLetter, DeadLetterReason
-from streambayes.runtime.limits import RecordLimits
-from streambayes.runtime.sources import Record
+from streambayes.runtime.records import decode as decode_module
+from streambayes.runtime.records.decode import Decoded, Decoder
+from streambayes.runtime.records.events import DeadLetter, DeadLetterReason
+from streambayes.runtime.records.limits import RecordLimits
+from streambayes.runtime.records.sources import Record
 
 REASONS = set(typing.get_args(DeadLetterReason))
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

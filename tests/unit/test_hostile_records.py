@@ -17,11 +17,11 @@ from streambayes.cli import main
 from streambayes.errors import FeatureError
 from streambayes.features.batch import Featurizer
 from streambayes.models import make_model
-from streambayes.runtime.decode import Decoder
-from streambayes.runtime.limits import RecordLimits
-from streambayes.runtime.replay import FileReplay, replay, replay_file
-from streambayes.runtime.sinks import MemorySink
-from streambayes.runtime.sources import MemorySource
+from streambayes.runtime.loops.replay import FileReplay, replay, replay_file
+from streambayes.runtime.records.decode import Decoder
+from streambayes.runtime.records.limits import RecordLimits
+from streambayes.runtime.records.sinks import MemorySink
+from streambayes.runtime.records.sources import MemorySource
 from tests.unit.test_replay import SMS
 
 DEEP = '{"id": "deep", "label": "spam", "text": "t", "features": {"x": ' + "[" * 100_000 \
@@ -195,7 +195,7 @@ KINDS = [  # (record, reason): what each kind of hostile record becomes
 
 
 def test_each_kind_of_hostile_record_gets_its_reason():
-    from streambayes.runtime.sources import Record
+    from streambayes.runtime.records.sources import Record
 
     decoder = Decoder("jsonl")
     records = [Record(value, None, "t", 0, i) for i, (value, _) in enumerate(KINDS)]
@@ -211,7 +211,7 @@ def test_the_featurizer_refuses_numbers_that_break_the_statistics(value):
 
 def test_a_csv_cell_of_many_digits_is_a_limit_and_too_many_columns_is_bad_usage():
     from streambayes.errors import UsageError
-    from streambayes.runtime.sources import Record
+    from streambayes.runtime.records.sources import Record
 
     decoder = Decoder("csv", header=["label", "n"])
     letter = decoder.decode(Record(b"spam," + b"7" * 500, None, "x.csv", 0, 0))
@@ -232,7 +232,7 @@ def test_limits_come_from_the_settings(monkeypatch):
 
 
 def test_a_file_source_never_holds_an_over_long_line(tmp_path):
-    from streambayes.runtime.sources import FileSource
+    from streambayes.runtime.records.sources import FileSource
 
     lines = [b'{"id": "a", "label": "x", "text": "one"}', b'{"id": "b", "text": "' + b"w " * 50_000
              + b'"}', b'{"id": "c", "label": "y", "text": "three"}']
@@ -254,7 +254,7 @@ def test_a_file_source_never_holds_an_over_long_line(tmp_path):
 
 
 def test_an_over_long_line_being_written_is_waited_for_when_following(tmp_path):
-    from streambayes.runtime.sources import FileSource
+    from streambayes.runtime.records.sources import FileSource
 
     path = tmp_path / "follow.jsonl"
     path.write_bytes(b'{"id": "a"}\n' + b"x" * 5000)
@@ -294,10 +294,10 @@ def test_the_default_limits_take_every_real_mail_as_handed_over():
     import os
     from pathlib import Path
 
-    from streambayes.runtime.decode import Decoder
-    from streambayes.runtime.events import DeadLetter
-    from streambayes.runtime.limits import RecordLimits
-    from streambayes.runtime.sources import FileSource
+    from streambayes.runtime.records.decode import Decoder
+    from streambayes.runtime.records.events import DeadLetter
+    from streambayes.runtime.records.limits import RecordLimits
+    from streambayes.runtime.records.sources import FileSource
 
     data = Path(os.environ.get("STREAMBAYES_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data")
     with FileSource(data / "enron_spam_dev" / "enron1-3.jsonl.gz",

@@ -7,8 +7,9 @@ import pytest
 from streambayes.cli import main
 from streambayes.config import Settings
 from streambayes.errors import UsageError
-from streambayes.runtime import connect, kafka_confluent, kafka_python
-from streambayes.runtime.kafka_options import split
+from streambayes.runtime.kafka import confluent as kafka_confluent
+from streambayes.runtime.kafka import connect, kafka_python
+from streambayes.runtime.kafka.options import split
 
 
 @pytest.mark.parametrize("client, shared, role, expected", [

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from streambayes.models import make_model
-from streambayes.runtime.decode import parse_cell
+from streambayes.runtime.records.decode import parse_cell
 
 DATA = Path(os.environ.get("STREAMBAYES_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data")
 

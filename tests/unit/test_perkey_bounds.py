@@ -8,7 +8,7 @@ import pytest
 from streambayes.errors import FeatureError, LimitError, ModelError
 from streambayes.models.perkey import MODEL_OVERHEAD, PerKeyModel
 from streambayes.models.perkey_spill import MemorySpillStore
-from streambayes.runtime.spill import DiskSpillStore, SpillCollector, manifest_names, restore_model
+from streambayes.runtime.loops.spill import DiskSpillStore, SpillCollector, manifest_names, restore_model
 from streambayes.snapshot import SnapshotStore
 from streambayes.snapshot.codec import decode_state, encode_state
 

@@ -7,7 +7,7 @@ import tracemalloc
 import numpy as np
 
 from streambayes.models.perkey import MODEL_OVERHEAD, PerKeyModel
-from streambayes.runtime.spill import DiskSpillStore
+from streambayes.runtime.loops.spill import DiskSpillStore
 
 N_KEYS = 5_000  # distinct keys, each a new learner (bench/perkey_memory.py runs 100,000)
 CAP = 100  # live learners

@@ -12,10 +12,10 @@ from rich.console import Console
 from streambayes.errors import UsageError
 from streambayes.evaluate.prequential import Prequential, prequential
 from streambayes.models import make_model
-from streambayes.runtime.decode import Decoder
-from streambayes.runtime.replay import FileReplay, build_models, replay, replay_file
-from streambayes.runtime.sinks import MemorySink
-from streambayes.runtime.sources import FileSource, MemorySource
+from streambayes.runtime.loops.replay import FileReplay, build_models, replay, replay_file
+from streambayes.runtime.records.decode import Decoder
+from streambayes.runtime.records.sinks import MemorySink
+from streambayes.runtime.records.sources import FileSource, MemorySource
 from tests.unit.recorder import Recorder
 
 
@@ -245,7 +245,7 @@ def test_predict_decides_by_the_loss_matrix(tmp_path):
 
 def test_online_calibration_lowers_the_log_loss_of_over_confident_naive_bayes(capsys):
     """On SMS spam, α fitted prequentially squashes MNB's extreme posteriors: lower log loss."""
-    from streambayes.runtime.replay import FileReplay, replay_file
+    from streambayes.runtime.loops.replay import FileReplay, replay_file
 
     result = replay_file(FileReplay(path=SMS, models=("mnb",), limit=3000), progress=False)
     m = result.run.summary()["mnb"]

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 from streambayes.cli import main
 from streambayes.models import make_model
-from streambayes.runtime.kafka_python import GroupSource
-from streambayes.runtime.predict import ModelWatcher
-from streambayes.runtime.shards import open_stores
-from streambayes.runtime.sources import FileSource
+from streambayes.runtime.kafka.kafka_python import GroupSource
+from streambayes.runtime.loops.predict import ModelWatcher
+from streambayes.runtime.loops.shards import open_stores
+from streambayes.runtime.records.sources import FileSource
 from streambayes.snapshot import SnapshotStore
 
 
@@ -108,8 +108,8 @@ def test_the_predictor_keeps_serving_when_new_shards_cannot_merge(tmp_path):
 
 
 def test_a_weight_that_could_overflow_the_counts_is_a_dead_letter():
-    from streambayes.runtime.decode import Decoder
-    from streambayes.runtime.sources import Record
+    from streambayes.runtime.records.decode import Decoder
+    from streambayes.runtime.records.sources import Record
 
     record = Record(b'{"id": "w", "label": "spam", "text": "x", "weight": 1e308}', None, "t", 0, 0)
     letter = Decoder("jsonl").decode(record)

@@ -18,12 +18,13 @@ from kafka.errors import KafkaTimeoutError, MessageSizeTooLargeError, TopicAutho
 from streambayes.cli import main
 from streambayes.errors import BrokerError, NetworkUnavailable
 from streambayes.models import make_model
-from streambayes.runtime import kafka_confluent, kafka_python
-from streambayes.runtime.decode import Decoder, dead_letter
-from streambayes.runtime.events import DeadLetter
-from streambayes.runtime.learn import LearnLoop
-from streambayes.runtime.sinks import FileSink, MessageTooLarge, truncate_dead_letter
-from streambayes.runtime.sources import MemorySource, Record
+from streambayes.runtime.kafka import confluent as kafka_confluent
+from streambayes.runtime.kafka import kafka_python
+from streambayes.runtime.loops.learn import LearnLoop
+from streambayes.runtime.records.decode import Decoder, dead_letter
+from streambayes.runtime.records.events import DeadLetter
+from streambayes.runtime.records.sinks import FileSink, MessageTooLarge, truncate_dead_letter
+from streambayes.runtime.records.sources import MemorySource, Record
 from streambayes.snapshot.store import MemorySnapshotStore
 
 

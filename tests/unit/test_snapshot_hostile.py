@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 from streambayes.models import make_model, model_from_state
-from streambayes.runtime.decode import Decoder
-from streambayes.runtime.learn import LearnLoop
-from streambayes.runtime.predict import ModelWatcher
-from streambayes.runtime.sources import MemorySource
+from streambayes.runtime.loops.learn import LearnLoop
+from streambayes.runtime.loops.predict import ModelWatcher
+from streambayes.runtime.records.decode import Decoder
+from streambayes.runtime.records.sources import MemorySource
 from streambayes.snapshot import ReadLimits, SnapshotStore, encode_state, pack
 from streambayes.snapshot.fileformat import compact_json
 
@@ -326,7 +326,7 @@ def test_signed_snapshots_load_with_the_key_and_without_one(tmp_path):
 
 def test_the_key_comes_from_the_settings(tmp_path, monkeypatch, caplog):
     from streambayes.config import Settings
-    from streambayes.runtime.shards import open_stores
+    from streambayes.runtime.loops.shards import open_stores
 
     monkeypatch.setenv("STREAMBAYES_SNAPSHOT_KEY", KEY.decode())
     monkeypatch.setenv("STREAMBAYES_SNAPSHOT_MAX_BYTES", str(64 * MB))

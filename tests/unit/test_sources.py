@@ -5,9 +5,9 @@ import json
 import pytest
 
 from streambayes.errors import UsageError
-from streambayes.runtime.decode import Decoded, Decoder, parse_cell
-from streambayes.runtime.sinks import FileSink, MemorySink
-from streambayes.runtime.sources import FileSource, MemorySource, Record, format_from_name
+from streambayes.runtime.records.decode import Decoded, Decoder, parse_cell
+from streambayes.runtime.records.sinks import FileSink, MemorySink
+from streambayes.runtime.records.sources import FileSource, MemorySource, Record, format_from_name
 
 
 def _write(path, data: bytes):

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from streambayes.errors import UsageError
-from streambayes.runtime.sources import Positions, Record
+from streambayes.runtime.records.sources import Positions, Record
 
 
 def parse_bound(text: str | None) -> int | None:

@@ -29,8 +29,8 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel
 
 from streambayes.errors import BrokerError
-from streambayes.runtime.events import DeadLetter
-from streambayes.runtime.sources import Record
+from streambayes.runtime.records.events import DeadLetter
+from streambayes.runtime.records.sources import Record
 
 DEFAULT_MAX_LINE_BYTES = 1_048_576
 
@@ -81,7 +81,7 @@ def truncate_dead_letter(letter: DeadLetter, limit: int) -> bytes:
     """``letter`` as JSON of at most ``limit`` bytes: the payload's head only, with its full size,
     sha256 and ``truncated: true`` (an already truncated letter keeps its original size and hash).
 
-    >>> from streambayes.runtime.events import SourcePosition
+    >>> from streambayes.runtime.records.events import SourcePosition
     >>> big = DeadLetter(reason="bad_json", error="e", payload="x" * 5000,
     ...                  source=SourcePosition(topic="t", partition=0, offset=7))
     >>> doc = json.loads(truncate_dead_letter(big, 1000))

@@ -29,11 +29,11 @@ from rich.table import Table
 from streambayes.config import Settings
 from streambayes.errors import FeatureError, ModelError, NetworkError, UsageError
 from streambayes.evaluate.prequential import KEY, Learner, Prequential
-from streambayes.runtime.decode import Decoded, Decoder, dead_letter
-from streambayes.runtime.events import DeadLetter
-from streambayes.runtime.limits import RecordLimits
-from streambayes.runtime.sinks import FileSink, Sink
-from streambayes.runtime.sources import FileSource, Format, Source
+from streambayes.runtime.records.decode import Decoded, Decoder, dead_letter
+from streambayes.runtime.records.events import DeadLetter
+from streambayes.runtime.records.limits import RecordLimits
+from streambayes.runtime.records.sinks import FileSink, Sink
+from streambayes.runtime.records.sources import FileSource, Format, Source
 
 DEAD_LETTER_TOPIC = "dead-letters"
 DEFAULT_DEAD_LETTER_FILE = "streambayes-dead-letters.jsonl"
@@ -152,7 +152,7 @@ def per_key_models(names: Sequence[str], backoff: float = 20.0,
             raise UsageError(f"model {name!r} cannot run per key (valid: {valid})")
         spill = None
         if spill_dir is not None:
-            from streambayes.runtime.spill import DiskSpillStore
+            from streambayes.runtime.loops.spill import DiskSpillStore
 
             spill = DiskSpillStore(spill_dir / name)
         models[name] = KeyedLearner(PerKeyModel(base=name, backoff=backoff, spill=spill,
@@ -277,7 +277,7 @@ def _replay_models(job: FileReplay, stack: ExitStack) -> dict[str, Learner]:
     """The models of ``job``; per-key ones spill to a temporary directory removed at the end."""
     if not job.per_key:
         return build_models(job.models, job.network, job.label_field, job.bounds)
-    from streambayes.runtime.learn import per_key_bounds
+    from streambayes.runtime.loops.learn import per_key_bounds
 
     spill = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="streambayes-spill-")))
     return per_key_models(job.models, bounds=per_key_bounds(job), spill_dir=spill,
@@ -313,7 +313,7 @@ def _replay_with(job: FileReplay, models: dict[str, Learner], console: Console,
 @contextmanager
 def _open(job: FileReplay, settings: Settings) -> Iterator[Source]:
     """The replay's source: a file, or a bounded range of a Kafka topic."""
-    from streambayes.runtime.uri import KafkaURI, parse_uri
+    from streambayes.runtime.records.uri import KafkaURI, parse_uri
 
     target = parse_uri(str(job.path)) if isinstance(job.path, str) else job.path
     if not isinstance(target, KafkaURI):
@@ -322,8 +322,8 @@ def _open(job: FileReplay, settings: Settings) -> Iterator[Source]:
         return
     if job.format == "csv":
         raise UsageError("a Kafka topic carries JSONL or TSV records, not CSV")
-    from streambayes.runtime.connect import open_source
-    from streambayes.runtime.kafka_range import KafkaRange
+    from streambayes.runtime.kafka.connect import open_source
+    from streambayes.runtime.kafka.ranges import KafkaRange
 
     kafka = open_source(KafkaURI(target.bootstrap, target.topic), settings, role="replay")
     source = KafkaRange(kafka, target.query.get("from"), target.query.get("to"))

@@ -11,7 +11,7 @@
   not return until every message sent is acknowledged, re-sending failed ones with backoff.
 
 A broker that is down is waited for (backoff, interruptible by the ``stop`` event); nothing is
-skipped. The confluent backend (:mod:`streambayes.runtime.kafka_confluent`) has the same shape.
+skipped. The confluent backend (:mod:`streambayes.runtime.kafka.confluent`) has the same shape.
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ from kafka.errors import (
 from kafka.structs import OffsetAndMetadata
 
 from streambayes.errors import BrokerError
-from streambayes.runtime.events import DeadLetter
+from streambayes.runtime.records.events import DeadLetter
+from streambayes.runtime.records.sinks import fit, key_bytes, truncate_dead_letter
+from streambayes.runtime.records.sources import Positions, Record
 from streambayes.runtime.retry import Backoff, Patience, retrying
-from streambayes.runtime.sinks import fit, key_bytes, truncate_dead_letter
-from streambayes.runtime.sources import Positions, Record
 
 NAME = "kafka-python"
 logger = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The predict loop (DESIGN §4): poll unlabelled events → predict in micro-batches → decide → publish.
 
-Each event gets exactly one :class:`~streambayes.runtime.events.Posterior` on the sink, keyed by
+Each event gets exactly one :class:`~streambayes.runtime.records.events.Posterior` on the sink, keyed by
 the event's ``key`` or else its ``id``, naming the model and the snapshot it came from. When the
 snapshot carries a calibration exponent (fitted by the learner, :mod:`.calibrate`) the posterior
 and the decision are calibrated and the model's raw log-posterior rides along; bad
@@ -30,12 +30,12 @@ import numpy as np
 
 from streambayes.config import Settings
 from streambayes.errors import FeatureError, LimitError, ModelError, SnapshotError, UsageError
-from streambayes.runtime.decode import Decoded, Decoder, dead_letter
-from streambayes.runtime.events import DeadLetter, Posterior
-from streambayes.runtime.learn import is_per_key, keyed_events, send_dead_letter
-from streambayes.runtime.shards import Merged, latest_all, merge_snapshots, open_stores, store_options
-from streambayes.runtime.sinks import MessageTooLarge, Sink
-from streambayes.runtime.sources import FileSource, Format, Source
+from streambayes.runtime.loops.learn import is_per_key, keyed_events, send_dead_letter
+from streambayes.runtime.loops.shards import Merged, latest_all, merge_snapshots, open_stores, store_options
+from streambayes.runtime.records.decode import Decoded, Decoder, dead_letter
+from streambayes.runtime.records.events import DeadLetter, Posterior
+from streambayes.runtime.records.sinks import MessageTooLarge, Sink
+from streambayes.runtime.records.sources import FileSource, Format, Source
 from streambayes.snapshot.store import BaseSnapshotStore
 
 logger = logging.getLogger(__name__)
@@ -206,7 +206,7 @@ class PredictLoop:
         sink, topic = self.sink
         alpha, raw = self._alpha(served), log_proba
         if alpha is not None and len(log_proba):
-            from streambayes.runtime.calibrate import squash
+            from streambayes.runtime.loops.calibrate import squash
 
             log_proba = squash(raw, alpha)
         decisions = self._decisions(classes, log_proba)
@@ -331,10 +331,10 @@ class OversizeToDeadLetter:
 def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | None = None,
                 group_options: dict[str, Any] | None = None) -> PredictStats:
     """Build the parts of ``job`` and serve until the source ends (files) or ``stop`` is set."""
-    from streambayes.runtime.connect import open_sink, open_source
-    from streambayes.runtime.learn import _decoder, per_key_bounds
-    from streambayes.runtime.limits import RecordLimits
-    from streambayes.runtime.spill import restore_model
+    from streambayes.runtime.kafka.connect import open_sink, open_source
+    from streambayes.runtime.loops.learn import _decoder, per_key_bounds
+    from streambayes.runtime.loops.spill import restore_model
+    from streambayes.runtime.records.limits import RecordLimits
 
     stop = stop or threading.Event()
     if not job.snapshots:

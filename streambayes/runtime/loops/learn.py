@@ -9,7 +9,7 @@ crash anywhere loses nothing and counts nothing twice in the state; dead letters
 after the last snapshot may be written again (at least once).
 
 Before a micro-batch is learned, the model predicts it and the outcomes fit the calibration
-exponent that the predictor serves with (:mod:`streambayes.runtime.calibrate`); the calibrator's
+exponent that the predictor serves with (:mod:`streambayes.runtime.loops.calibrate`); the calibrator's
 statistics travel in the snapshot's config.
 
 Checkpoints happen every ``every`` records or ``every_seconds`` seconds (when something was
@@ -29,12 +29,12 @@ from typing import Any
 
 from streambayes.config import Settings
 from streambayes.errors import BrokerError, FeatureError, LimitError, UsageError
-from streambayes.runtime.decode import Decoded, Decoder, dead_letter
-from streambayes.runtime.events import DeadLetter
-from streambayes.runtime.limits import RecordLimits
-from streambayes.runtime.shards import store_options
-from streambayes.runtime.sinks import Sink
-from streambayes.runtime.sources import FileSource, Format, Positions, Source
+from streambayes.runtime.loops.shards import store_options
+from streambayes.runtime.records.decode import Decoded, Decoder, dead_letter
+from streambayes.runtime.records.events import DeadLetter
+from streambayes.runtime.records.limits import RecordLimits
+from streambayes.runtime.records.sinks import Sink
+from streambayes.runtime.records.sources import FileSource, Format, Positions, Source
 from streambayes.snapshot import SnapshotStore
 from streambayes.snapshot.store import BaseSnapshotStore, Snapshot, SnapshotInfo
 
@@ -184,7 +184,7 @@ class LearnLoop:
     def restore(self) -> None:
         """Load the newest good snapshot (or start fresh) and seek the source to its positions."""
         from streambayes.models import model_from_state
-        from streambayes.runtime.spill import check_build
+        from streambayes.runtime.loops.spill import check_build
 
         snap = self.store.latest(check_build)  # newest whose state rebuilds; bad ones skipped
         if snap is None:
@@ -294,7 +294,7 @@ class LearnLoop:
         self.model.learn_many(X, [d.label for d in ds], [d.weight for d in ds], **keys)
 
     def _start_calibration(self, config: Mapping[str, Any] | None) -> None:
-        from streambayes.runtime.calibrate import OnlineCalibrator, can_calibrate, from_config
+        from streambayes.runtime.loops.calibrate import OnlineCalibrator, can_calibrate, from_config
 
         if self.calibrate and can_calibrate(self.model):
             self.calibrator = from_config(config) or OnlineCalibrator()
@@ -303,7 +303,7 @@ class LearnLoop:
         """Prequential calibration: the batch's outcomes under the model not yet trained on it."""
         if self.calibrator is None:
             return
-        from streambayes.runtime.calibrate import update_before_learning
+        from streambayes.runtime.loops.calibrate import update_before_learning
 
         try:
             update_before_learning(self.model, self.calibrator, X, [d.label for d in ds],
@@ -326,7 +326,7 @@ class LearnLoop:
         state = self.model.to_state()
         config = self.config
         if self.calibrator is not None:
-            from streambayes.runtime.calibrate import CONFIG_KEY, to_config
+            from streambayes.runtime.loops.calibrate import CONFIG_KEY, to_config
 
             config = {**config, CONFIG_KEY: to_config(self.calibrator)}
         info = self.store.write(state, model=self.model_name, positions=positions,
@@ -345,9 +345,9 @@ class LearnLoop:
 
 def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = None) -> LearnStats:
     """Build the source, decoder, store and sinks of ``job`` and run the loop until done."""
-    from streambayes.runtime.connect import open_sink, open_source
-    from streambayes.runtime.replay import build_models
-    from streambayes.runtime.spill import SPILL_DIR, new_per_key, spill_hooks
+    from streambayes.runtime.kafka.connect import open_sink, open_source
+    from streambayes.runtime.loops.replay import build_models
+    from streambayes.runtime.loops.spill import SPILL_DIR, new_per_key, spill_hooks
 
     stop = stop or threading.Event()
     source = open_source(job.source, settings, role="learn", partitions=job.partitions,

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from streambayes.config import Settings
-from streambayes.runtime.decode import Decoder
-from streambayes.runtime.events import DeadLetter
-from streambayes.runtime.limits import RecordLimits
-from streambayes.runtime.sources import FileSource, Format, Record
-from streambayes.runtime.uri import KafkaURI, parse_uri
+from streambayes.runtime.records.decode import Decoder
+from streambayes.runtime.records.events import DeadLetter
+from streambayes.runtime.records.limits import RecordLimits
+from streambayes.runtime.records.sources import FileSource, Format, Record
+from streambayes.runtime.records.uri import KafkaURI, parse_uri
 
 FLUSH_EVERY = 20_000
 logger = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ def _message(record: Record, decoder: Decoder, job: ProduceJob) -> tuple[str | N
 
 def produce_file(job: ProduceJob, settings: Settings, stop: threading.Event | None = None) -> int:
     """Send every record of ``job.path`` (up to ``limit``) to ``job.to``; returns the count sent."""
-    from streambayes.runtime.connect import backend, client_options, open_sink
+    from streambayes.runtime.kafka.connect import backend, client_options, open_sink
 
     target = parse_uri(job.to, allowed_query=())
     if isinstance(target, KafkaURI) and job.partitions:

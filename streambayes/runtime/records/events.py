@@ -2,7 +2,7 @@
 
 An event is what arrives on the learn or predict stream; a posterior is what the predictor
 publishes; a dead letter is what bad input becomes. Validation errors carry a short ``type``
-code (``bad_feature``, ``empty_event``) that :mod:`streambayes.runtime.decode` turns into the
+code (``bad_feature``, ``empty_event``) that :mod:`streambayes.runtime.records.decode` turns into the
 dead letter's ``reason``.
 
 >>> e = Event.model_validate({"id": "m-1", "label": "spam", "text": "WINNER!!",

@@ -1,5 +1,5 @@
 """Kafka through confluent-kafka (librdkafka): the same sources, sink and helpers as
-:mod:`streambayes.runtime.kafka_python`, selected with ``STREAMBAYES_KAFKA_CLIENT=confluent``.
+:mod:`streambayes.runtime.kafka.kafka_python`, selected with ``STREAMBAYES_KAFKA_CLIENT=confluent``.
 
 - :class:`AssignedSource` assigns partitions explicitly. librdkafka needs a ``group.id`` for
   any consumer: without ``group`` a private one is generated and :meth:`AssignedSource.commit`
@@ -10,7 +10,7 @@
   the same partition whichever backend produced it.
 
 librdkafka reconnects by itself; while the broker is down ``poll`` waits out its timeout and
-returns ``[]``. Its log lines go to the ``streambayes.runtime.kafka_confluent.librdkafka``
+returns ``[]``. Its log lines go to the ``streambayes.runtime.kafka.confluent.librdkafka``
 logger instead of stderr (critical ones only, unless ``debug`` is among the options), and
 client errors are logged here, each kind at most once per ``_QUIET`` seconds.
 """
@@ -39,10 +39,10 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streambayes.errors import BrokerError, UsageError
-from streambayes.runtime.events import DeadLetter
+from streambayes.runtime.records.events import DeadLetter
+from streambayes.runtime.records.sinks import fit, key_bytes, truncate_dead_letter
+from streambayes.runtime.records.sources import Positions, Record
 from streambayes.runtime.retry import Backoff, Patience, retrying
-from streambayes.runtime.sinks import fit, key_bytes, truncate_dead_letter
-from streambayes.runtime.sources import Positions, Record
 
 NAME = "confluent"
 _T = TypeVar("_T")

@@ -2,7 +2,8 @@
 
 The Kafka client backend comes from settings (``STREAMBAYES_KAFKA_CLIENT``): ``kafka-python``
 (default) or ``confluent`` (librdkafka; ``pip install 'streambayes[confluent]'``). Both give the
-same :class:`~streambayes.runtime.sources.Source` and :class:`~streambayes.runtime.sinks.Sink`.
+same :class:`~streambayes.runtime.records.sources.Source` and
+:class:`~streambayes.runtime.records.sinks.Sink`.
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ from typing import Any, Literal
 
 from streambayes.config import Settings
 from streambayes.errors import UsageError
-from streambayes.runtime.kafka_options import Role, group_timeouts, split
-from streambayes.runtime.sinks import FileSink, Sink
-from streambayes.runtime.sources import FileSource, Format, Source
-from streambayes.runtime.uri import KafkaURI, parse_uri
+from streambayes.runtime.kafka.options import Role, group_timeouts, split
+from streambayes.runtime.records.sinks import FileSink, Sink
+from streambayes.runtime.records.sources import FileSource, Format, Source
+from streambayes.runtime.records.uri import KafkaURI, parse_uri
 
-BACKENDS = {"kafka-python": "streambayes.runtime.kafka_python",
-            "confluent": "streambayes.runtime.kafka_confluent"}
+BACKENDS = {"kafka-python": "streambayes.runtime.kafka.kafka_python",
+            "confluent": "streambayes.runtime.kafka.confluent"}
 REPLAY_CONNECT_SECONDS = 10.0  # replay is a batch job: an unreachable broker is an error
 DEFAULT_GROUPS = {"learn": "streambayes-learn", "predict": "streambayes-predict",
                   "replay": None}
@@ -41,7 +42,7 @@ def backend(settings: Settings) -> ModuleType:
 def client_options(settings: Settings, role: Role = "admin") -> dict[str, Any]:
     """The backend's options for a ``role``'s client: security settings mapped, plus the shared
     ``STREAMBAYES_KAFKA_OPTIONS`` that client knows and the role's own options
-    (:mod:`~streambayes.runtime.kafka_options`)."""
+    (:mod:`~streambayes.runtime.kafka.options`)."""
     specific = {"consumer": settings.kafka_consumer_options,
                 "producer": settings.kafka_producer_options,
                 "admin": settings.kafka_admin_options}[role]

@@ -58,7 +58,7 @@ def latest_all(stores: Sequence[BaseSnapshotStore]) -> list[Snapshot] | None:
     """The newest snapshot of every store whose state rebuilds a learner (as ``snap.learner``;
     per-key learners are built later, with their spill store); None while any store has none yet.
     Snapshots that do not rebuild are skipped (a warning)."""
-    from streambayes.runtime.spill import check_build
+    from streambayes.runtime.loops.spill import check_build
 
     snaps = []
     for store in stores:
@@ -75,7 +75,7 @@ def merge_snapshots(snaps: Sequence[Snapshot],
 
     ``restore`` builds each snapshot's learner (default: per-key learners read their spill files
     from the snapshot's directory, read-only)."""
-    from streambayes.runtime.spill import restore_model
+    from streambayes.runtime.loops.spill import restore_model
 
     restore = restore or restore_model
 
@@ -102,7 +102,7 @@ def merge_snapshots(snaps: Sequence[Snapshot],
             model.merge(_learner(snap, restore))
         except ModelError as exc:
             raise SnapshotError(f"cannot merge snapshot {snap.id}: {exc}") from None
-    from streambayes.runtime.calibrate import merged
+    from streambayes.runtime.loops.calibrate import merged
 
     return Merged(model, snaps[0].model, positions, sum(s.events for s in snaps),
                   tuple(s.id for s in snaps), merged([s.header.get("config") for s in snaps]))

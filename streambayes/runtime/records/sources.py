@@ -311,7 +311,7 @@ class MemorySource:
     """Records from in-memory lists, one per topic, read in topic order; partition ``"0"``.
 
     The lists are read by reference, so values appended later (for example by a
-    :class:`~streambayes.runtime.sinks.MemorySink` sharing the same dict) are seen by later polls.
+    :class:`~streambayes.runtime.records.sinks.MemorySink` sharing the same dict) are seen by later polls.
     Items may be ``bytes``, ``str`` (UTF-8 encoded) or :class:`Record` (value, key, timestamp kept).
     """
 

@@ -12,7 +12,7 @@ position: ``"<file stem>-<offset>"`` in a file (offset = record number from 0), 
 Dead-letter reasons: ``undecodable`` (not UTF-8), ``bad_json``, ``invalid_event`` (wrong types,
 missing id, wrong field count...), ``missing_label``, ``empty_event`` (no text and no features),
 ``bad_feature`` (a feature named ``text``, a nested or non-finite value), ``limit`` (past one of
-the :class:`~streambayes.runtime.limits.RecordLimits`: checked on the bytes before parsing, then
+the :class:`~streambayes.runtime.records.limits.RecordLimits`: checked on the bytes before parsing, then
 on the fields before validation). No exception of one record escapes :meth:`Decoder.decode` or
 :meth:`Decoder.decode_many`: anything unexpected is that record's ``invalid_event``.
 
@@ -20,7 +20,7 @@ JSON is parsed by ``pydantic_core.from_json`` (jiter, already under pydantic): t
 as the batch fast path, so both agree on what is JSON (a lone surrogate escape is not); it never
 recurses past 200 levels nor converts integers of more than 4,300 digits.
 
->>> from streambayes.runtime.sources import Record
+>>> from streambayes.runtime.records.sources import Record
 >>> d = Decoder("tsv").decode(Record(b"spam\\tWIN cash", None, "data/sms", 0, 7, line=8))
 >>> d.event.id, d.x, d.label, d.weight
 ('sms-7', {'text': 'WIN cash'}, 'spam', 1.0)
@@ -45,9 +45,9 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic_core import from_json
 
 from streambayes.errors import UsageError
-from streambayes.runtime.events import DeadLetter, DeadLetterReason, Event, SourcePosition
-from streambayes.runtime.limits import RecordLimits
-from streambayes.runtime.sources import Format, Record
+from streambayes.runtime.records.events import DeadLetter, DeadLetterReason, Event, SourcePosition
+from streambayes.runtime.records.limits import RecordLimits
+from streambayes.runtime.records.sources import Format, Record
 
 _INT = re.compile(r"[+-]?\d+")
 _FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
