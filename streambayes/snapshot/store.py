@@ -51,6 +51,7 @@ logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 _NAME = re.compile(r"snapshot-(\d{6,})\.sbs")
 _TEMP = re.compile(r"\.snapshot-\d{6,}\.sbs\.[^/]*\.tmp")
+_CHILD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,199}")
 
 
 @dataclass(frozen=True)
@@ -232,6 +233,25 @@ class BaseSnapshotStore(ABC):
             raise CorruptSnapshot(f"stored as {format_id(number)} but its header says {header['id']!r}")
         return header
 
+    def child(self, name: str) -> BaseSnapshotStore:
+        """A store of the same kind and settings for one namespace inside this one (a state
+        shard, for example ``partition-events-3``); :meth:`children` lists them."""
+        if not _CHILD.fullmatch(name):
+            raise ValueError(f"a child store name is letters, digits, '.', '_' and '-', got {name!r}")
+        return self._child(name)
+
+    def children(self) -> list[str]:
+        """Names of the child stores present, sorted."""
+        return sorted(self._children())
+
+    @abstractmethod
+    def _child(self, name: str) -> BaseSnapshotStore:
+        """A new store object for the namespace ``name`` (created lazily on first write)."""
+
+    @abstractmethod
+    def _children(self) -> list[str]:
+        """Names of the child namespaces that hold or held snapshots."""
+
     def _clean_temporaries(self) -> None:  # noqa: B027 (optional hook, not abstract)
         """Remove what an interrupted write left behind (nothing, for most backends)."""
 
@@ -311,6 +331,15 @@ class SnapshotStore(BaseSnapshotStore):
         with contextlib.suppress(FileNotFoundError):
             self._path(number).unlink()
 
+    def _child(self, name: str) -> SnapshotStore:
+        return SnapshotStore(self.directory / name, self.keep, limits=self.limits, key=self.key)
+
+    def _children(self) -> list[str]:
+        try:
+            return [e.name for e in os.scandir(self.directory) if e.is_dir() and _CHILD.fullmatch(e.name)]
+        except FileNotFoundError:
+            return []
+
     def _clean_temporaries(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             for name in os.listdir(self.directory):
@@ -329,6 +358,17 @@ class MemorySnapshotStore(BaseSnapshotStore):
         super().__init__(keep, limits=limits, key=key)
         self.blobs: dict[str, bytes] = {}
         self._lock = threading.Lock()
+        self._kids: dict[str, MemorySnapshotStore] = {}
+
+    def _child(self, name: str) -> MemorySnapshotStore:
+        with self._lock:
+            if name not in self._kids:
+                self._kids[name] = MemorySnapshotStore(self.keep, limits=self.limits, key=self.key)
+            return self._kids[name]
+
+    def _children(self) -> list[str]:
+        with self._lock:
+            return [name for name, kid in self._kids.items() if kid.blobs]
 
     def __repr__(self) -> str:
         return f"MemorySnapshotStore(keep={self.keep})"
