@@ -82,19 +82,30 @@ def _new_figure(figsize: tuple[float, float]) -> Figure:
 
 def roc_curve_figure(data: Mapping[str, tuple[Sequence[float], Sequence[bool]]], title: str = "",
                      ) -> Figure:
-    """One ROC curve per model from ``{model: (scores, y_true)}``; the AUC is in the legend."""
-    fig = _new_figure((6, 6))
-    ax = fig.subplots()
+    """One ROC curve per model from ``{model: (scores, y_true)}``, twice: on a linear
+    false-positive axis (the AUC is in the legend), and on a logarithmic one from one false
+    positive in all negatives to 1, where a spam operator reads the low false-positive range."""
+    fig = _new_figure((11, 5.5))
+    linear, logarithmic = fig.subplots(1, 2)
+    floor = 1.0
     for name, (scores, y_true) in data.items():
         fpr, tpr, auc = roc_points(scores, y_true)
-        ax.plot(fpr, tpr, label=f"{name} (AUC {auc:.3f})")
-    ax.plot([0, 1], [0, 1], linestyle=":", color="grey", label="chance")
-    ax.set_xlabel("false positive rate")
-    ax.set_ylabel("true positive rate")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1.01)
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="lower right")
+        (line,) = linear.plot(fpr, tpr, label=f"{name} (AUC {auc:.3f})")
+        negatives = int(np.size(y_true) - np.count_nonzero(y_true))
+        floor = min(floor, 1.0 / max(negatives, 1))
+        shown = fpr > 0  # a log axis cannot show 0; the first false positive starts the curve
+        logarithmic.step(fpr[shown], tpr[shown], where="post", color=line.get_color(), label=name)
+    linear.plot([0, 1], [0, 1], linestyle=":", color="grey", label="chance")
+    linear.set_xlim(0, 1)
+    linear.legend(loc="lower right")
+    logarithmic.set_xscale("log")
+    logarithmic.set_xlim(floor / 2 if floor < 1 else 1e-3, 1)
+    logarithmic.legend(loc="lower right")
+    for ax, scale in ((linear, "linear"), (logarithmic, "log")):
+        ax.set_xlabel(f"false positive rate ({scale})")
+        ax.set_ylabel("true positive rate")
+        ax.set_ylim(0, 1.01)
+        ax.grid(True, alpha=0.3, which="both")
     if title:
         fig.suptitle(title)
     return fig
@@ -102,22 +113,35 @@ def roc_curve_figure(data: Mapping[str, tuple[Sequence[float], Sequence[bool]]],
 
 def cost_vs_cutoff_figure(data: Mapping[str, tuple[Sequence[float], Sequence[bool]]],
                           fp_cost: float, fn_cost: float, n_cutoffs: int = 201, title: str = "",
-                          ) -> Figure:
+                          tuned: Mapping[str, tuple[float, float]] | None = None) -> Figure:
     """Cost per event against the cutoff on ``p(positive)``, one line per model.
 
     The legend gives each model's lowest cost; a dashed line marks the cutoff
-    ``fp_cost / (fp_cost + fn_cost)``, optimal for calibrated probabilities.
+    ``fp_cost / (fp_cost + fn_cost)``, optimal for calibrated probabilities; ``tuned`` cutoffs
+    (``{model: (low, high)}``, the three-way decision's) are drawn dotted in the model's colour.
+    The cost axis stops at 1.5x the cost of the cheaper trivial rule (everything positive at
+    cutoff 0, or nothing at cutoff 1): above it a cutoff is worse than not classifying, and the
+    spike of calling everything positive no longer flattens the curves that matter.
     """
     cutoffs = np.linspace(0.0, 1.0, n_cutoffs)
     fig = _new_figure((8, 5))
     ax = fig.subplots()
+    top, lowest = 0.0, 0.0
     for name, (p_positive, y_true) in data.items():
         cost = expected_cost(p_positive, y_true, fp_cost, fn_cost, cutoffs)
         best = int(np.argmin(cost))
-        ax.plot(cutoffs, cost, label=f"{name} (min {cost[best]:.4f} at {cutoffs[best]:.2f})")
+        (line,) = ax.plot(cutoffs, cost, label=f"{name} (min {cost[best]:.4f} at {cutoffs[best]:.2f})")
+        top = max(top, 1.5 * float(min(cost[0], cost[-1])))
+        lowest = max(lowest, float(cost[best]))
+        for at in (tuned or {}).get(name, ()):
+            ax.axvline(at, linestyle=":", color=line.get_color())
+    if (tuned or {}):
+        ax.plot([], [], linestyle=":", color="black", label="tuned cutoffs (low, high)")
     if fp_cost + fn_cost > 0:
         ax.axvline(fp_cost / (fp_cost + fn_cost), linestyle="--", color="grey",
                    label="Bayes cutoff for calibrated p")
+    top = max(top, 1.1 * lowest)
+    ax.set_ylim(0, top if top > 0 else 1)
     ax.set_xlabel("cutoff on p(positive)")
     ax.set_ylabel(f"cost per event (FP {fp_cost:g}, FN {fn_cost:g})")
     ax.grid(True, alpha=0.3)

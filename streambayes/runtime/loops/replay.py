@@ -11,7 +11,6 @@ dead-lettered as ``bad_feature``. Nothing bad stops the replay; the result count
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 import time
@@ -23,12 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from streambayes.config import Settings
 from streambayes.errors import FeatureError, ModelError, NetworkError, UsageError
 from streambayes.evaluate.prequential import KEY, Learner, Prequential
+from streambayes.runtime.loops.report import print_summary, progress, write_report
 from streambayes.runtime.records.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.records.events import DeadLetter
 from streambayes.runtime.records.limits import RecordLimits
@@ -37,7 +35,6 @@ from streambayes.runtime.records.sources import FileSource, Format, Source
 
 DEAD_LETTER_TOPIC = "dead-letters"
 DEFAULT_DEAD_LETTER_FILE = "streambayes-dead-letters.jsonl"
-PROGRESS_MIN_BYTES = 1 << 20  # show a progress bar for files of 1 MiB and more
 
 
 @dataclass
@@ -169,7 +166,7 @@ def replay(
     batch_size: int = 256,
     limit: int | None = None,
     positive: str | None = None,
-    on_batch: Callable[[], None] | None = None,
+    on_batch: Callable[[ReplayResult], None] | None = None,
     topic: str = "",
     loss: Any = None,
     per_key: bool = False,
@@ -226,7 +223,7 @@ def replay(
             for position in [p for p in by_position if p < oldest]:
                 del by_position[position]
         if on_batch is not None:
-            on_batch()
+            on_batch(result)
     dead_letters.flush()
     result.seconds = time.perf_counter() - start
     return result
@@ -285,7 +282,7 @@ def _replay_models(job: FileReplay, stack: ExitStack) -> dict[str, Learner]:
 
 
 def _replay_with(job: FileReplay, models: dict[str, Learner], console: Console,
-                 progress: bool | None, settings: Settings | None) -> ReplayResult:
+                 show: bool | None, settings: Settings | None) -> ReplayResult:
     settings = settings or Settings()
     with _open(job, settings) as source:
         fmt, header = (source.format, source.header) if isinstance(source, FileSource) else \
@@ -297,7 +294,7 @@ def _replay_with(job: FileReplay, models: dict[str, Learner], console: Console,
                                       else Path(DEFAULT_DEAD_LETTER_FILE))
         Path(dl_path).unlink(missing_ok=True)  # this replay's letters only (the file opens lazily)
         sink_file = FileSink(dl_path, mode="w", max_line_bytes=settings.sink_max_line_bytes)
-        with sink_file as sink, _progress(source, progress) as tick:
+        with sink_file as sink, progress(source, show) as tick:
             result = replay(source, decoder, models, sink, batch_size=job.batch_size,
                             limit=job.limit, positive=job.positive, on_batch=tick,
                             topic=source.topic, loss=job.loss, per_key=job.per_key,
@@ -331,105 +328,3 @@ def _open(job: FileReplay, settings: Settings) -> Iterator[Source]:
         yield source
     finally:
         source.close()
-
-
-@contextmanager
-def _progress(source: Source, show: bool | None) -> Iterator[Callable[[], None]]:
-    """A rich progress bar on stderr for large files when stderr is a terminal."""
-    if show is None:
-        show = (sys.stderr.isatty() and isinstance(source, FileSource)
-                and source.size_bytes >= PROGRESS_MIN_BYTES)
-    if not show:
-        yield lambda: None
-        return
-    columns = (TextColumn("replay"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
-               TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("replay", total=source.size_bytes)
-        yield lambda: bar.update(task, completed=source.bytes_read)
-
-
-def _fmt(value: float | None, spec: str = ".4f") -> str:
-    return "—" if value is None else format(value, spec)
-
-
-def summary_table(result: ReplayResult, title: str = "prequential replay") -> Table:
-    """One row per model: events, accuracy, log loss, macro F1, ROC AUC, ECE, events/s, and with a
-    loss matrix the expected cost per event and the unsure rate."""
-    positive = result.run.positive_label
-    auc = f"ROC AUC ({positive})" if positive is not None else "ROC AUC"
-    costs = result.run.loss is not None
-    table = Table(title=title)
-    headers = ["model", "events", "accuracy", "log loss", "macro F1", auc, "ECE", "events/s"]
-    for header in headers + (["cost/event", "unsure"] if costs else []):
-        table.add_column(header, justify="left" if header == "model" else "right")
-    for name, m in result.run.summary().items():
-        row = [name, str(m["events"]), _fmt(m["accuracy"]), _fmt(m["log_loss"]), _fmt(m["macro_f1"]),
-               _fmt(m["roc_auc"]), _fmt(m["ece"]), _fmt(m["events_per_s"], ",.0f")]
-        if costs:
-            row += [_fmt(m["expected_cost"]), _fmt(m["unsure_rate"], ".2%")]
-        table.add_row(*row)
-    return table
-
-
-def print_summary(result: ReplayResult, console: Console) -> None:
-    """The summary table, then one line on records, events and dead letters."""
-    console.print(summary_table(result))
-    n_dead = sum(result.dead_letters.values())
-    console.print(f"{result.source}: {result.records} records, {result.events} events, "
-                  f"{n_dead} dead letters in {result.seconds:.2f} s; {result.batches} mini-batches "
-                  f"growing 1, 2, 4, ... to {result.batch_size}", highlight=False, soft_wrap=True)
-    if n_dead:
-        reasons = ", ".join(f"{k} {v}" for k, v in sorted(result.dead_letters.items()))
-        console.print(f"dead letters ({reasons}) written to {result.dead_letter_path}",
-                      highlight=False, soft_wrap=True)
-
-
-def write_report(result: ReplayResult, directory: Path) -> list[Path]:
-    """Write ``metrics.json`` and the plots into ``directory``: ``learning_curves.png``,
-    ``reliability.png`` and, with two labels, ``roc.png`` and ``cost_vs_cutoff.png`` (under the
-    loss matrix's costs when one is given, else 1:1)."""
-    from streambayes.evaluate.calibration_plots import reliability_diagram  # matplotlib
-    from streambayes.evaluate.plots import learning_curves
-    from streambayes.evaluate.report_plots import cost_vs_cutoff_figure, roc_curve_figure
-
-    directory.mkdir(parents=True, exist_ok=True)
-    metrics_path = directory / "metrics.json"
-    metrics_path.write_text(json.dumps(result.metrics(), indent=2, ensure_ascii=False) + "\n",
-                            encoding="utf-8")
-    name = Path(result.source).name
-    run = result.run
-    figures = {"learning_curves.png": learning_curves(run.curves, title=f"prequential replay of {name}")}
-    scored = {m: s for m, s in run.scores.items() if s.p_top}
-    if scored:
-        first = next(iter(scored))
-        s = scored[first]
-        figures["reliability.png"] = reliability_diagram(
-            (s.p_top, s.correct), (s.p_top_calibrated, s.correct),
-            title=f"{first}: top-class reliability, before / after calibration")
-    if len(run.labels) == 2 and run.positive_label is not None and scored:
-        pairs = {m: run.positive_scores(s) for m, s in scored.items()}
-        figures["roc.png"] = roc_curve_figure(pairs, title=f"ROC, positive = {run.positive_label}")
-        fp, fn = _binary_costs(run.loss, run.positive_label, run.labels)
-        title = f"cost per event vs cutoff on p({run.positive_label}), FP {fp:g} : FN {fn:g}"
-        figures["cost_vs_cutoff.png"] = cost_vs_cutoff_figure(pairs, fp, fn, title=title)
-    if hasattr(run, "window_curves"):
-        from streambayes.evaluate.report_plots import window_accuracy_figure
-
-        figures["window_accuracy.png"] = window_accuracy_figure(
-            run.window_curves, run.drift_points, title=f"sliding / fading accuracy ({name})")
-    written = [metrics_path]
-    for filename, figure in figures.items():
-        figure.savefig(directory / filename, dpi=100)
-        written.append(directory / filename)
-    return written
-
-
-def _binary_costs(loss: Any, positive: Any, labels: Mapping[Any, float]) -> tuple[float, float]:
-    """(false-positive, false-negative) costs of a two-class loss matrix (1, 1 without one)."""
-    if loss is None:
-        return 1.0, 1.0
-    negative = next(label for label in labels if label != positive)
-    index = {c: i for i, c in enumerate(loss.classes)}
-    p, n = index[str(positive)], index[str(negative)]
-    return float(loss.loss[p, n]), float(loss.loss[n, p])
