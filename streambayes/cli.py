@@ -234,6 +234,38 @@ def _add_predict_arguments(p: argparse.ArgumentParser) -> None:
     _add_record_arguments(p)
 
 
+def _add_rank_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("input", metavar="FILE|URI",
+                   help="unlabelled articles: a JSONL/TSV/CSV file or kafka://HOST:PORT/TOPIC?from=&to=")
+    p.add_argument("--snapshots", required=True, type=_dir_list, metavar="DIR[,DIR...]",
+                   help="snapshots of a per-key model (learn --per-key); several shards are merged")
+    p.add_argument("--key", metavar="READER[,READER...]",
+                   help="rank every article for these readers (default: each article's own key)")
+    p.add_argument("--top", type=_positive_int, metavar="N", help="the first N of each list")
+    p.add_argument("--clues", type=_count, default=5, metavar="K",
+                   help="top-K clues per ranked article (default: 5; 0: none)")
+    p.add_argument("--limit", type=_count, metavar="N", help="rank the first N articles only")
+    p.add_argument("--out", metavar="URI", help="a JSONL file or kafka://HOST:PORT/TOPIC "
+                                                "(default: standard output)")
+    p.add_argument("--dead-letter", metavar="URI", help="bad records: a JSONL file or Kafka topic")
+    _add_per_key_bounds(p)
+    _add_record_arguments(p)
+
+
+def _run_rank(args: argparse.Namespace, settings: Settings) -> int:
+    from streambayes.runtime.loops.rank import RankJob, run_rank
+
+    keys = tuple(k.strip() for k in (args.key or "").split(",") if k.strip())
+    job = RankJob(path=args.input, snapshots=args.snapshots, keys=keys, top=args.top, clues=args.clues,
+                  limit=args.limit, format=args.format, text_field=args.text_field,
+                  key_field=args.key_field, label_field=args.label_field, out=args.out,
+                  dead_letter=args.dead_letter, **_per_key_bounds(args, settings))
+    ranked = run_rank(job, settings)
+    if args.out:
+        print(f"ranked {ranked} articles for {len(keys) or 'each'} reader(s) into {args.out}")
+    return 0
+
+
 def _add_produce_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=Path, metavar="FILE", help="a JSONL, TSV or CSV file")
     p.add_argument("--to", required=True, metavar="URI", help="kafka://HOST:PORT/TOPIC (or a file)")
@@ -493,6 +525,8 @@ COMMANDS: dict[str, Command] = {
                      _add_learn_arguments, _run_learn),
     "predict": Command("publish a posterior for every unlabelled event, from the newest snapshot",
                        _add_predict_arguments, _run_predict),
+    "rank": Command("rank unlabelled articles for each reader by a per-key model (NewsWeeder)",
+                    _add_rank_arguments, _run_rank),
     "produce": Command("load a JSONL, TSV or CSV file into a Kafka topic, keyed",
                        _add_produce_arguments, _run_produce),
     "snapshot": Command("list, show or merge snapshots (ls DIR | show DIR | merge DIR... --to DIR)",

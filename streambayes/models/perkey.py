@@ -64,7 +64,7 @@ import numpy as np
 
 from streambayes.errors import LimitError, ModelError
 from streambayes.features import Batch
-from streambayes.models.perkey_rows import _check_keys, _groups, _take
+from streambayes.models.perkey_rows import _check_keys, _groups, _take, positive_log_odds
 from streambayes.models.perkey_spill import MemorySpillStore, SpillStore
 from streambayes.stats import log_normalize
 
@@ -323,6 +323,24 @@ class PerKeyModel:
         lp = self.predict_log_proba_many(window_xs, key)
         return np.argsort(-positive_log_odds(lp, self.classes, self.positive), kind="stable").tolist()
 
+    def clues_many(self, X: Sequence[Mapping], keys: Sequence[str | None] | str,
+                   k: int = 5) -> list[list[tuple[str, float]]]:
+        """The top ``k`` clues of each event for its key: from the key's own learner once it has
+        learned two classes (why *this reader* would care), else from the global learner, the
+        same clues :meth:`clues_one` of that learner gives; none for a learner without clues."""
+        keys = _check_keys([keys] * len(X) if isinstance(keys, str) else keys, len(X), "clues")
+        out: list[list[tuple[str, float]]] = [[] for _ in X]
+        for key, rows in _groups(keys):
+            own = self._model(key, create=False) if self._n_labels.get(key, 0) else None
+            model = own if own is not None and len(own.classes) >= 2 else self._global
+            if hasattr(model, "clues_many"):
+                for row, clues in zip(rows, model.clues_many([X[i] for i in rows], k), strict=True):
+                    out[row] = clues
+        return out
+
+    def clues_one(self, x: Mapping, key: str, k: int = 5) -> list[tuple[str, float]]:
+        return self.clues_many([x], [key], k)[0]
+
     # -- merge and state ------------------------------------------------------------------
     def merge(self, other: PerKeyModel) -> None:
         """Add ``other``'s statistics (a disjoint stream) key by key, and globally; ``other`` is
@@ -402,16 +420,6 @@ class PerKeyModel:
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(base={self.base!r}, keys={len(self._n_labels)}, "
                 f"resident={len(self._resident)}, classes={self.classes})")
-
-
-def positive_log_odds(log_proba: np.ndarray, classes: Sequence, positive) -> np.ndarray:
-    """``log P(positive | x) - log P(not positive | x)`` per row; zeros when ``positive`` is
-    unknown or the only class (no ranking information)."""
-    classes = list(classes)
-    if positive not in classes or len(classes) < 2:
-        return np.zeros(len(log_proba))
-    j = classes.index(positive)
-    return log_proba[:, j] - np.logaddexp.reduce(np.delete(log_proba, j, axis=1), axis=1)
 
 
 def _statistical(params: dict | None) -> dict | None:

@@ -1,6 +1,9 @@
-"""Rows of a batch by event key, for :class:`~streambayes.models.perkey.PerKeyModel`."""
+"""Rows of a batch by event key, and the positive log-odds that rank them, for
+:class:`~streambayes.models.perkey.PerKeyModel`."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -43,3 +46,13 @@ def _take(batch: Batch, rows: np.ndarray) -> Batch:
     return Batch(len(rows), tokens, {k: c[rows] for k, c in batch.categorical.items()},
                  {k: c[rows] for k, c in batch.numeric.items()},
                  None if batch.words is None else [batch.words[i] for i in rows])
+
+
+def positive_log_odds(log_proba: np.ndarray, classes: Sequence, positive) -> np.ndarray:
+    """``log P(positive | x) - log P(not positive | x)`` per row; zeros when ``positive`` is
+    unknown or the only class (no ranking information)."""
+    classes = list(classes)
+    if positive not in classes or len(classes) < 2:
+        return np.zeros(len(log_proba))
+    j = classes.index(positive)
+    return log_proba[:, j] - np.logaddexp.reduce(np.delete(log_proba, j, axis=1), axis=1)

@@ -255,13 +255,15 @@ class PredictLoop:
             return argmax
 
     def _clues(self, model: Any, good: list[Decoded]) -> list[list[tuple[str, float]]]:
-        """The top clues of every event (batched when the model can), or none (also for a model
-        that gives no clues, such as a per-key model)."""
+        """The top clues of every event (batched when the model can; a per-key model's from the
+        event's key), or none for a model that gives no clues."""
         if not self.clues or not model.classes or not good or \
                 not (hasattr(model, "clues_many") or hasattr(model, "clues_one")):
             return [[] for _ in good]
         many = getattr(model, "clues_many", None)
         try:
+            if is_per_key(model):
+                return model.clues_many([d.x for d in good], [d.event.key for d in good], self.clues)
             if many is not None:
                 return many([d.x for d in good], self.clues)
             return [model.clues_one(d.x, self.clues) for d in good]

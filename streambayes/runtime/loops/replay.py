@@ -284,7 +284,7 @@ def _replay_models(job: FileReplay, stack: ExitStack) -> dict[str, Learner]:
 def _replay_with(job: FileReplay, models: dict[str, Learner], console: Console,
                  show: bool | None, settings: Settings | None) -> ReplayResult:
     settings = settings or Settings()
-    with _open(job, settings) as source:
+    with open_input(job, settings) as source:
         fmt, header = (source.format, source.header) if isinstance(source, FileSource) else \
             (job.format or "jsonl", None)
         decoder = Decoder(fmt, label_field=job.label_field, text_field=job.text_field,
@@ -308,8 +308,8 @@ def _replay_with(job: FileReplay, models: dict[str, Learner], console: Console,
 
 
 @contextmanager
-def _open(job: FileReplay, settings: Settings) -> Iterator[Source]:
-    """The replay's source: a file, or a bounded range of a Kafka topic."""
+def open_input(job: FileReplay | Any, settings: Settings) -> Iterator[Source]:
+    """The source of ``job.path`` (``job.format``): a file, or a bounded range of a Kafka topic."""
     from streambayes.runtime.records.uri import KafkaURI, parse_uri
 
     target = parse_uri(str(job.path)) if isinstance(job.path, str) else job.path
