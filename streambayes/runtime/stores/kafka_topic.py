@@ -65,7 +65,10 @@ class TopicLog:
 
     @property
     def chunk_bytes(self) -> int:
-        self._open()
+        """Bytes of snapshot per record: the topic's ``max.message.bytes`` less framing (a batch
+        never holds more than one chunk, so it always fits)."""
+        if self._max_message is None:
+            self._open()
         assert self._max_message is not None
         return max(self._max_message - _OVERHEAD, 1024)
 
@@ -130,7 +133,8 @@ class TopicLog:
             consumer.seek_to_beginning(self._partition())
             self._producer = KafkaProducer(
                 bootstrap_servers=self.bootstrap, acks="all", linger_ms=0,
-                max_request_size=self._max_message, **self._role("producer"))
+                max_request_size=self._max_message, batch_size=self.chunk_bytes + _OVERHEAD // 2,
+                **self._role("producer"))
             self._consumer = consumer
         except KafkaError as exc:
             raise SnapshotError(f"cannot open the state topic {self}: {exc}") from exc
