@@ -109,7 +109,26 @@ def test_a_topic_that_deletes_old_records_is_refused(bootstrap):
     topic = _topic()
     kafka_python.create_topic(bootstrap, topic)  # cleanup.policy=delete
     with pytest.raises(SnapshotError, match="compacted"):
-        open_store(f"kafka://{bootstrap}/{topic}").ids()
+        _write(open_store(f"kafka://{bootstrap}/{topic}"), 1)
+
+
+def test_a_reader_of_a_topic_not_yet_written_sees_an_empty_store_and_creates_nothing(bootstrap):
+    topic = _topic()
+    store = open_store(f"kafka://{bootstrap}/{topic}")
+    assert (store.ids(), store.latest(), store.children()) == ([], None, [])
+    assert topic not in kafka_python_topics(bootstrap)
+    _write(store, 1)
+    assert store.latest().id == "000001" and topic in kafka_python_topics(bootstrap)
+
+
+def kafka_python_topics(bootstrap):
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, allow_auto_create_topics=False)
+    try:
+        return consumer.topics()
+    finally:
+        consumer.close()
 
 
 def test_the_store_creates_a_compacted_topic(bootstrap):

@@ -44,6 +44,10 @@ _CHUNK = re.compile(r"snapshot-(\d{6,})\.sbs:(\d{6})")
 _OVERHEAD = 1024  # bytes of record and batch framing kept free below max.message.bytes
 _DEFAULT_MAX_MESSAGE = 1_048_588  # Apache Kafka's default max.message.bytes
 MANIFEST_FORMAT = "streambayes-kafka-snapshot/1"
+# kafka-python waits retry_backoff_ms (default 100) after its bootstrap metadata and before the
+# first fetch: half of a fresh reader's load time. The reader is idle between looks; a
+# STREAMBAYES_KAFKA_CONSUMER_OPTIONS value wins.
+_READER_BACKOFF_MS = 20
 
 
 class TopicLog:
@@ -57,6 +61,7 @@ class TopicLog:
         self.records: dict[str, bytes] = {}
         self.lock = threading.RLock()
         self._consumer: Any = None
+        self._probe: Any = None  # the consumer before the topic exists
         self._producer: Any = None
         self._max_message: int | None = None
 
@@ -67,19 +72,20 @@ class TopicLog:
     def chunk_bytes(self) -> int:
         """Bytes of snapshot per record: the topic's ``max.message.bytes`` less framing (a batch
         never holds more than one chunk, so it always fits)."""
-        if self._max_message is None:
-            self._open()
+        self._open_producer()
         assert self._max_message is not None
         return max(self._max_message - _OVERHEAD, 1024)
 
     def refresh(self) -> None:
-        """Read what was appended since the last look (everything, the first time)."""
+        """Read what was appended since the last look (everything, the first time). A topic
+        that does not exist yet is an empty store (readers never create it)."""
         from kafka.errors import KafkaError
 
         with self.lock:
-            self._open()
-            consumer, tp = self._consumer, self._partition()
             try:
+                if not self._open_consumer():
+                    return
+                consumer, tp = self._consumer, self._partition()
                 end = consumer.end_offsets([tp])[tp]
                 deadline = time.monotonic() + self.timeout
                 while consumer.position(tp) < end:
@@ -102,8 +108,8 @@ class TopicLog:
         from kafka.errors import KafkaError
 
         with self.lock:
-            self._open()
             try:
+                self._open_producer()
                 futures = [self._producer.send(self.topic, key=key.encode(), value=value, partition=0)
                            for key, value in items]
                 self._producer.flush(timeout=self.timeout)
@@ -117,37 +123,52 @@ class TopicLog:
 
         return TopicPartition(self.topic, 0)
 
-    def _open(self) -> None:
+    def _open_consumer(self) -> bool:
+        """The reader's consumer, assigned to partition 0 from the beginning; False while the
+        topic does not exist."""
         if self._consumer is not None:
+            return True
+        from kafka import KafkaConsumer
+
+        if self._probe is None:
+            options = {"retry_backoff_ms": _READER_BACKOFF_MS, **self._role("consumer")}
+            self._probe = KafkaConsumer(
+                bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+                allow_auto_create_topics=False, auto_offset_reset="earliest",
+                max_partition_fetch_bytes=16 << 20, fetch_max_bytes=64 << 20, **options)
+        if not self._probe.partitions_for_topic(self.topic):
+            return False
+        consumer, self._probe = self._probe, None
+        consumer.assign([self._partition()])
+        consumer.seek_to_beginning(self._partition())
+        self._consumer = consumer
+        return True
+
+    def _open_producer(self) -> None:
+        """The writer's producer, after making sure the topic exists and is compacted."""
+        if self._producer is not None:
             return
-        from kafka import KafkaConsumer, KafkaProducer
+        from kafka import KafkaProducer
         from kafka.errors import KafkaError
 
         try:
             self._max_message = ensure_topic(self.bootstrap, self.topic, self.options)
-            consumer = KafkaConsumer(
-                bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
-                auto_offset_reset="earliest", max_partition_fetch_bytes=max(self._max_message, 1 << 20),
-                fetch_max_bytes=max(self._max_message, 50 << 20), **self._role("consumer"))
-            consumer.assign([self._partition()])
-            consumer.seek_to_beginning(self._partition())
             self._producer = KafkaProducer(
                 bootstrap_servers=self.bootstrap, acks="all", linger_ms=0,
-                max_request_size=self._max_message, batch_size=self.chunk_bytes + _OVERHEAD // 2,
+                max_request_size=self._max_message, batch_size=self._max_message - _OVERHEAD // 2,
                 **self._role("producer"))
-            self._consumer = consumer
         except KafkaError as exc:
-            raise SnapshotError(f"cannot open the state topic {self}: {exc}") from exc
+            raise SnapshotError(f"cannot open the state topic {self} for writing: {exc}") from exc
 
     def _role(self, role: str) -> dict[str, Any]:
         return dict(self.options.get(role, {}))
 
     def close(self) -> None:
         with self.lock:
-            for client in (self._consumer, self._producer):
+            for client in (self._consumer, self._probe, self._producer):
                 if client is not None:
                     client.close()
-            self._consumer = self._producer = None
+            self._consumer = self._probe = self._producer = None
 
 
 def ensure_topic(bootstrap: str, topic: str, options: Mapping[str, Any]) -> int:
