@@ -80,3 +80,31 @@ def test_per_key_needs_a_snapshot_directory(train, capsys):
     err = _one_line_usage_error(capsys, ["learn", "--source", "train.jsonl", "--per-key",
                                          "--snapshots", "s3://models/perkey"])
     assert "--per-key needs a snapshot directory" in err
+
+
+def test_a_predictor_keeps_serving_when_its_store_stops_answering(caplog):
+    from streambayes.errors import SnapshotError
+    from streambayes.models import make_model
+    from streambayes.runtime.loops.predict import ModelWatcher
+    from streambayes.snapshot.store import MemorySnapshotStore
+
+    class Flaky(MemorySnapshotStore):
+        down = False
+
+        def _numbers(self):
+            if self.down:
+                raise SnapshotError("cannot read the state topic: broker unreachable")
+            return super()._numbers()
+
+    model = make_model("mnb")
+    model.learn_many(model.featurize([{"text": "win cash"}, {"text": "lunch"}]), ["spam", "ham"])
+    store = Flaky()
+    store.write(model.to_state(), model="mnb", positions={"e": {"0": 2}}, events=2)
+    watcher = ModelWatcher([store])
+    assert watcher.check() and watcher.current.ids == ("000001",)
+    store.down = True
+    assert watcher.check() is False and watcher.current.ids == ("000001",)
+    assert "still serving 000001" in caplog.text
+    store.down = False
+    store.write(model.to_state(), model="mnb", positions={"e": {"0": 2}}, events=2)
+    assert watcher.check() and watcher.current.ids == ("000002",)
