@@ -34,7 +34,7 @@ def kafka_backend(bootstrap: str, topic: str) -> Backend:
     def damage(store, snapshot_id):
         first = f"{store._name(parse_id(snapshot_id))}:000000"
         store.log.refresh()
-        store.log.send([(first, flipped(store.log.records[first]))])
+        store.log.send([(first, flipped(store.log.values([first])[0]))])
 
     return Backend("kafka", open_, damage), logs
 
@@ -66,6 +66,24 @@ def test_a_snapshot_is_chunked_to_the_topics_message_size(bootstrap):
     assert info.size > 40_000 and len(chunks) == -(-info.size // store.log.chunk_bytes) > 5
     np.testing.assert_array_equal(open_store(f"kafka://{bootstrap}/{topic}").latest().state["counts"],
                                   STATE["counts"] + 1)
+
+
+def test_a_reader_keeps_only_the_newest_snapshots_chunks_and_fetches_older_ones(bootstrap):
+    topic = _topic()
+    kafka_python.create_topic(bootstrap, topic, config={"cleanup.policy": "compact",
+                                                       "max.message.bytes": "8000"})
+    writer = open_store(f"kafka://{bootstrap}/{topic}")
+    for n in (1, 2, 3):
+        _write(writer, n)
+    _write(writer.child("partition-events-0"), 7)
+    reader = open_store(f"kafka://{bootstrap}/{topic}")
+    assert reader.ids() == ["000001", "000002", "000003"]
+    held = {key.split(":")[0]: isinstance(value, bytes) for key, value in reader.log.records.items()
+            if ":" in key}
+    assert held == {"snapshot-000001.sbs": False, "snapshot-000002.sbs": False,
+                    "snapshot-000003.sbs": True, "partition-events-0/snapshot-000001.sbs": True}
+    for n in (1, 2, 3):
+        np.testing.assert_array_equal(reader.load(n).state["counts"], STATE["counts"] + n)
 
 
 def test_a_write_that_dies_between_chunks_is_never_a_snapshot(bootstrap, monkeypatch):

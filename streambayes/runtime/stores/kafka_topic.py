@@ -15,9 +15,11 @@ Layout (one partition, partition 0; a namespace ``NS`` is ``""`` or ``"child/"..
   reclaims the space.
 
 A reader has its own consumer that assigns partition 0 (no group) and reads it from the beginning,
-then follows it: each look at the store reads what was appended since. It holds the topic's live
-records in memory (at most ``keep`` snapshots per namespace, plus a crashed write's orphans),
-so memory follows the stored state. The store, its children and every look share one
+then follows it: each look at the store reads what was appended since. It keeps in memory the
+chunks of the newest snapshot of each namespace (and of a write still under way); older chunks
+are dropped once a newer manifest arrives and only their offsets kept, so memory follows one
+copy of the state. Loading an older snapshot (the newest is corrupt) fetches its chunks again
+by offset, with a second consumer. The store, its children and every look share one
 :class:`TopicLog`. Clients are kafka-python's, with the security settings
 (``STREAMBAYES_KAFKA_SECURITY_*``) and, when ``STREAMBAYES_KAFKA_CLIENT`` is ``kafka-python``,
 the ``STREAMBAYES_KAFKA_*OPTIONS``.
@@ -58,7 +60,10 @@ class TopicLog:
                  timeout: float = 30.0) -> None:
         self.bootstrap, self.topic, self.timeout = bootstrap, topic, timeout
         self.options = dict(options or {})
-        self.records: dict[str, bytes] = {}
+        self.records: dict[str, bytes | int] = {}  # live key -> value, or its offset when dropped
+        self._offsets: dict[str, int] = {}
+        self._chunks: dict[tuple[str, int], set[str]] = {}  # (namespace, number) -> chunk keys
+        self._fetcher: Any = None
         self.lock = threading.RLock()
         self._consumer: Any = None
         self._probe: Any = None  # the consumer before the topic exists
@@ -93,15 +98,66 @@ class TopicLog:
                         raise SnapshotError(f"{self}: could not read to offset {end} in {self.timeout:g} s")
                     for record in consumer.poll(timeout_ms=500, max_records=100_000).get(tp, ()):
                         self._apply(record.key.decode("utf-8", "replace") if record.key else "",
-                                    record.value)
+                                    record.value, record.offset)
             except KafkaError as exc:
                 raise SnapshotError(f"cannot read the state topic {self}: {exc}") from exc
 
-    def _apply(self, key: str, value: bytes | None) -> None:
+    def _apply(self, key: str, value: bytes | None, offset: int) -> None:
+        namespace, _, name = key.rpartition("/")
+        chunk = _CHUNK.fullmatch(name)
+        if chunk:
+            keys = self._chunks.setdefault((namespace, int(chunk.group(1))), set())
+            if value is None:
+                keys.discard(key)
+            else:
+                keys.add(key)
         if value is None:
             self.records.pop(key, None)
-        else:
-            self.records[key] = value
+            self._offsets.pop(key, None)
+            return
+        self.records[key], self._offsets[key] = value, offset
+        manifest = _MANIFEST.fullmatch(name)
+        if manifest:  # drop the values of the namespace's older snapshots' chunks
+            newest = int(manifest.group(1))
+            for (ns, number), keys in list(self._chunks.items()):
+                if ns == namespace and number < newest:
+                    for cold in keys:
+                        self.records[cold] = self._offsets[cold]
+                    if not keys:
+                        del self._chunks[ns, number]
+
+    def values(self, keys: list[str]) -> list[bytes | None]:
+        """The values of ``keys`` (None: not in the topic), fetched again by offset if dropped."""
+        with self.lock:
+            found = [self.records.get(key) for key in keys]
+            cold = {value: key for key, value in zip(keys, found, strict=True) if isinstance(value, int)}
+            fetched = self._fetch(cold) if cold else {}
+            return [fetched.get(key) if isinstance(value, int) else value
+                    for key, value in zip(keys, found, strict=True)]
+
+    def _fetch(self, wanted: dict[int, str]) -> dict[str, bytes]:
+        """Records at the ``wanted`` offsets (offset -> key), read again from the topic."""
+        from kafka import KafkaConsumer
+        from kafka.errors import KafkaError
+
+        tp, out = self._partition(), {}
+        try:
+            if self._fetcher is None:
+                self._fetcher = KafkaConsumer(
+                    bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+                    allow_auto_create_topics=False, max_partition_fetch_bytes=16 << 20,
+                    fetch_max_bytes=64 << 20, **self._role("consumer"))
+                self._fetcher.assign([tp])
+            self._fetcher.seek(tp, min(wanted))
+            deadline = time.monotonic() + self.timeout
+            while self._fetcher.position(tp) <= max(wanted) and time.monotonic() < deadline:
+                for record in self._fetcher.poll(timeout_ms=500, max_records=100_000).get(tp, ()):
+                    key = wanted.get(record.offset)
+                    if key is not None and record.key == key.encode() and record.value is not None:
+                        out[key] = record.value
+        except KafkaError as exc:
+            raise SnapshotError(f"cannot read the state topic {self}: {exc}") from exc
+        return out
 
     def send(self, items: list[tuple[str, bytes | None]]) -> None:
         """Append ``(key, value)`` records (None: a tombstone) and wait until all are acknowledged."""
@@ -165,10 +221,10 @@ class TopicLog:
 
     def close(self) -> None:
         with self.lock:
-            for client in (self._consumer, self._probe, self._producer):
+            for client in (self._consumer, self._probe, self._fetcher, self._producer):
                 if client is not None:
                     client.close()
-            self._consumer = self._probe = self._producer = None
+            self._consumer = self._probe = self._fetcher = self._producer = None
 
 
 def ensure_topic(bootstrap: str, topic: str, options: Mapping[str, Any]) -> int:
@@ -242,7 +298,7 @@ class KafkaSnapshotStore(BaseSnapshotStore):
             if manifest is None:
                 raise SnapshotError(f"no snapshot {format_id(number)} in {self}")
             size, chunks, digest = _parse_manifest(manifest, self.limits)
-            parts = [self.log.records.get(f"{name}:{i:06d}") for i in range(chunks)]
+            parts = self.log.values([f"{name}:{i:06d}" for i in range(chunks)])
         missing = [i for i, part in enumerate(parts) if part is None]
         if missing:
             raise CorruptSnapshot(f"{format_id(number)} misses chunk(s) {missing[:5]} of {chunks}")
