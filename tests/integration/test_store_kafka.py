@@ -117,9 +117,11 @@ def test_a_lost_chunk_makes_the_snapshot_corrupt(bootstrap):
     store = open_store(uri)
     _write(store, 1)
     _write(store, 2)
-    store.log.send([("snapshot-000002.sbs:000000", None)])
+    store.log.send([("snapshot-000002.sbs:000000", None), ("not-a-snapshot", b"x" * 100),
+                    ("../snapshot-000009.sbs", b"{}")])
     reader = open_store(uri)
-    assert reader.latest().id == "000001"
+    assert reader.latest().id == "000001" and reader.ids() == ["000001", "000002"]
+    assert not {"not-a-snapshot", "../snapshot-000009.sbs"} & set(reader.log.records)
     assert "misses chunk" in reader.list()[-1].error
 
 

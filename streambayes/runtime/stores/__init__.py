@@ -90,7 +90,8 @@ def open_store(where: str | os.PathLike[str], settings: Any = None, *, keep: int
         from streambayes.runtime.stores.kafka_topic import KafkaSnapshotStore, TopicLog
 
         uri = _kafka_uri(target)
-        log = TopicLog(uri.bootstrap, uri.topic, kafka_options(settings))
+        timeout = settings.kafka_delivery_deadline if settings is not None else 30.0
+        log = TopicLog(uri.bootstrap, uri.topic, kafka_options(settings), timeout=timeout)
         return KafkaSnapshotStore(log, keep, **options)
     from streambayes.runtime.stores.s3 import S3SnapshotStore
 

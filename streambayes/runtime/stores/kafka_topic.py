@@ -19,10 +19,13 @@ then follows it: each look at the store reads what was appended since. It keeps 
 chunks of the newest snapshot of each namespace (and of a write still under way); older chunks
 are dropped once a newer manifest arrives and only their offsets kept, so memory follows one
 copy of the state. Loading an older snapshot (the newest is corrupt) fetches its chunks again
-by offset, with a second consumer. The store, its children and every look share one
-:class:`TopicLog`. Clients are kafka-python's, with the security settings
-(``STREAMBAYES_KAFKA_SECURITY_*``) and, when ``STREAMBAYES_KAFKA_CLIENT`` is ``kafka-python``,
-the ``STREAMBAYES_KAFKA_*OPTIONS``.
+by offset, with a second consumer. Records whose keys are not this layout's are ignored. Reads
+and writes give up after ``STREAMBAYES_KAFKA_DELIVERY_DEADLINE`` seconds with a SnapshotError.
+
+The store, its children and every look share one :class:`TopicLog`. Clients are kafka-python's
+(whatever ``STREAMBAYES_KAFKA_CLIENT`` says: librdkafka took longer to read a fresh topic), with
+the security settings (``STREAMBAYES_KAFKA_SECURITY_*``) and, when ``STREAMBAYES_KAFKA_CLIENT``
+is ``kafka-python``, the ``STREAMBAYES_KAFKA_*OPTIONS``.
 """
 
 from __future__ import annotations
@@ -104,6 +107,9 @@ class TopicLog:
 
     def _apply(self, key: str, value: bytes | None, offset: int) -> None:
         namespace, _, name = key.rpartition("/")
+        if not (_MANIFEST.fullmatch(name) or _CHUNK.fullmatch(name)) or not all(
+                _CHILD.fullmatch(part) for part in namespace.split("/") if namespace):
+            return  # not a snapshot record (another program's, or damage): not kept
         chunk = _CHUNK.fullmatch(name)
         if chunk:
             keys = self._chunks.setdefault((namespace, int(chunk.group(1))), set())
