@@ -184,3 +184,20 @@ def test_learn_then_predict_through_the_state_topic(bootstrap, tmp_path, monkeyp
     listed = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in listed] == ["000002", "000003"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl", "q.jsonl", "train.jsonl"]
+
+
+def test_a_predictor_on_another_host_follows_the_learners_new_snapshots(bootstrap):
+    from streambayes.models import make_model
+    from streambayes.runtime.loops.predict import ModelWatcher
+
+    uri = f"kafka://{bootstrap}/{_topic()}"
+    learner_store, predictor_store = open_store(uri), open_store(uri)  # two clients, no shared disk
+    watcher = ModelWatcher([predictor_store])
+    assert watcher.check() is False and watcher.current is None  # no topic yet: waits
+    model = make_model("mnb")
+    for n, text in enumerate(("win cash", "lunch at noon", "claim the prize")):
+        model.learn_many(model.featurize([{"text": text}]), [("spam", "ham")[n % 2]])
+        learner_store.write(model.to_state(), model="mnb", positions={"events": {"0": n + 1}}, events=n + 1)
+        assert watcher.check() and watcher.current.ids == (f"{n + 1:06d}",)
+        assert watcher.current.events == n + 1
+    assert watcher.check() is False
