@@ -86,11 +86,20 @@ def _partition_list(text: str) -> tuple[int, ...]:
     return parts
 
 
-def _dir_list(text: str) -> tuple[Path, ...]:
-    dirs = tuple(Path(d.strip()) for d in text.split(",") if d.strip())
+def _dir_list(text: str) -> tuple[Path | str, ...]:
+    from streambayes.runtime.stores import location, split_locations
+
+    dirs = tuple(location(d) for d in split_locations(text))
     if not dirs:
         raise argparse.ArgumentTypeError(f"expected DIR[,DIR...], got {text!r}")
     return dirs
+
+
+def _store(text: str) -> Path | str:
+    """``--snapshots``: a directory, or a kafka:// or s3:// store URI (another scheme: exit 2)."""
+    from streambayes.runtime.stores import location
+
+    return location(text)
 
 
 def _loss_mapping(text: str) -> dict:
@@ -181,8 +190,9 @@ def _add_record_arguments(p: argparse.ArgumentParser, label: bool = True) -> Non
 def _add_learn_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", required=True, metavar="URI",
                    help="labelled events: a JSONL/TSV/CSV file or kafka://HOST:PORT/TOPIC")
-    p.add_argument("--snapshots", required=True, type=Path, metavar="DIR",
-                   help="snapshot directory (restored on start, written every N events / T s)")
+    p.add_argument("--snapshots", required=True, type=_store, metavar="DIR|URI",
+                   help="snapshot directory, kafka://HOST:PORT/TOPIC or s3://BUCKET/PREFIX "
+                        "(restored on start, written every N events / T s)")
     p.add_argument("--model", metavar="NAME",
                    help="model to learn (default: the snapshot's, else nb)")
     p.add_argument("--every", type=_positive_int, default=10_000, metavar="N",
@@ -215,8 +225,9 @@ def _add_predict_arguments(p: argparse.ArgumentParser) -> None:
                    help="unlabelled events: a JSONL/TSV/CSV file or kafka://HOST:PORT/TOPIC")
     p.add_argument("--sink", required=True, metavar="URI",
                    help="posteriors: a JSONL file or kafka://HOST:PORT/TOPIC")
-    p.add_argument("--snapshots", required=True, type=_dir_list, metavar="DIR[,DIR...]",
-                   help="snapshot directory; several shards are merged")
+    p.add_argument("--snapshots", required=True, type=_dir_list, metavar="DIR|URI[,...]",
+                   help="snapshot directory, kafka://HOST:PORT/TOPIC or s3://BUCKET/PREFIX; "
+                        "several shards are merged")
     p.add_argument("--dead-letter", metavar="URI", help="bad records: a JSONL file or Kafka topic")
     p.add_argument("--batch-size", type=_positive_int, default=500, metavar="N",
                    help="events per micro-batch (default: 500)")
@@ -280,13 +291,13 @@ def _add_produce_arguments(p: argparse.ArgumentParser) -> None:
 def _add_snapshot_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     ls = sub.add_parser("ls", help="list the snapshots of a directory")
-    ls.add_argument("dir", type=Path, metavar="DIR")
+    ls.add_argument("dir", type=_store, metavar="DIR|URI")
     show = sub.add_parser("show", help="print the newest good snapshot's header as JSON")
-    show.add_argument("dir", type=Path, metavar="DIR")
+    show.add_argument("dir", type=_store, metavar="DIR|URI")
     show.add_argument("--id", metavar="ID", help="a given snapshot instead of the newest")
     merge = sub.add_parser("merge", help="merge the newest snapshots of shard directories")
-    merge.add_argument("dirs", type=Path, nargs="+", metavar="DIR")
-    merge.add_argument("--to", required=True, type=Path, metavar="DIR",
+    merge.add_argument("dirs", type=_store, nargs="+", metavar="DIR|URI")
+    merge.add_argument("--to", required=True, type=_store, metavar="DIR|URI",
                        help="directory to write the merged snapshot to")
 
 
@@ -492,7 +503,7 @@ def _run_snapshot(args: argparse.Namespace, settings: Settings) -> int:
                            config=_merged_config(args.dirs, merged))
         print(f"merged {len(snaps)} snapshots ({merged.events} events) into {args.to} as {info.id}")
         return 0
-    if not args.dir.is_dir():
+    if isinstance(args.dir, Path) and not args.dir.is_dir():
         raise UsageError(f"no snapshot directory {args.dir}")
     (store,) = open_stores([args.dir], settings)
     if args.action == "ls":

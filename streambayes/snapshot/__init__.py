@@ -5,6 +5,9 @@
 - :mod:`.payload`: the arrays section (safetensors; npz for format 1) and the read limits;
 - :mod:`.store`: numbered snapshots in a directory (:class:`SnapshotStore`) or in memory
   (:class:`MemorySnapshotStore`), written atomically, the last K kept, corrupt ones skipped.
+
+The stores that do I/O with clients (a compacted Kafka topic, S3) implement the same
+:class:`BaseSnapshotStore` in :mod:`streambayes.runtime.stores`, chosen by URI with ``open_store``.
 """
 
 from streambayes.errors import CorruptSnapshot, SnapshotError

@@ -153,7 +153,7 @@ def test_learner_runs_learn_on_kafka_with_snapshots_and_a_graceful_stop(resolved
     argv = resolved.command("learner")
     assert argv[0] == "learn"
     assert option(argv, "--source") == "kafka://kafka:9092/events"
-    assert option(argv, "--snapshots").startswith("/snapshots/")
+    assert option(argv, "--snapshots").startswith(("/snapshots/", "kafka://kafka:9092/"))
     assert option(argv, "--dead-letter") == "kafka://kafka:9092/dead-letters"
     learner = resolved.services["learner"]
     assert learner["stop_signal"].strip() == "SIGTERM" and learner["stop_grace_period"].strip()
@@ -209,3 +209,19 @@ def test_the_dockerfile_builds_a_non_root_streambayes_image():
     assert "pip install --no-cache-dir" in text
     ignored = (REPO / ".dockerignore").read_text().split()
     assert {".git", ".venv"} <= set(ignored)
+
+
+def test_the_base_learner_and_predictor_share_the_kafka_state_topic(env_file):
+    resolved = _resolved(BASE, env_file)
+    state = "kafka://kafka:9092/streambayes-state"
+    assert option(resolved.command("learner"), "--snapshots") == state
+    assert option(resolved.command("predictor"), "--snapshots") == state
+
+
+def test_s3_state_comes_through_the_environment(env_file):
+    resolved = Resolved(compose_config(BASE, env_file, STREAMBAYES_STATE="s3://models/sms",
+                                       AWS_ENDPOINT_URL_S3="http://minio:9000", AWS_REGION="eu-west-1"))
+    for service in ("learner", "predictor"):
+        assert option(resolved.command(service), "--snapshots") == "s3://models/sms"
+        env = resolved.environment(service)
+        assert (env["AWS_ENDPOINT_URL_S3"], env["AWS_REGION"]) == ("http://minio:9000", "eu-west-1")

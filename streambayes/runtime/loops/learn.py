@@ -29,13 +29,11 @@ from typing import Any
 
 from streambayes.config import Settings
 from streambayes.errors import BrokerError, FeatureError, LimitError, UsageError
-from streambayes.runtime.loops.shards import store_options
 from streambayes.runtime.records.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.records.events import DeadLetter
 from streambayes.runtime.records.limits import RecordLimits
 from streambayes.runtime.records.sinks import Sink
 from streambayes.runtime.records.sources import FileSource, Format, Positions, Source
-from streambayes.snapshot import SnapshotStore
 from streambayes.snapshot.store import BaseSnapshotStore, Snapshot, SnapshotInfo
 
 logger = logging.getLogger(__name__)
@@ -47,7 +45,7 @@ class LearnJob:
     """Everything ``streambayes learn`` needs, as plain values (built by the CLI)."""
 
     source: str
-    snapshots: Path
+    snapshots: Path | str  # a directory, or a store URI (kafka://..., s3://...)
     model: str | None = None  # None: the snapshot's model, else "nb"
     every: int = 10_000
     every_seconds: float = 60.0
@@ -355,7 +353,7 @@ def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = 
     dead = open_sink(job.dead_letter, settings, stop=stop) if job.dead_letter else None
     try:
         decoder = _decoder(source, job, limits=RecordLimits.from_settings(settings))
-        store = SnapshotStore(job.snapshots, keep=job.keep, **store_options(settings))
+        store = _open_learn_store(job, settings)
         name = job.model
 
         def make() -> Any:
@@ -366,7 +364,7 @@ def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = 
             return build_models([name or "nb"], job.network, job.label_field,
                                 job.bounds)[name or "nb"]
 
-        spill_dir = job.snapshots / SPILL_DIR
+        spill_dir = Path(job.snapshots) / SPILL_DIR  # used by --per-key only (a local store)
         restore, on_checkpoint = spill_hooks(store, spill_dir, per_key_bounds(job))
 
         config = {"source": job.source, "partitions": list(job.partitions or []) or None,
@@ -382,6 +380,18 @@ def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = 
         source.close()
         if dead is not None:
             dead[0].close()
+
+
+def _open_learn_store(job: LearnJob, settings: Settings) -> BaseSnapshotStore:
+    """The store named by ``--snapshots`` (a directory or a kafka:// or s3:// URI); per-key
+    models spill learners next to their snapshots, so they need a directory."""
+    from streambayes.runtime.stores import is_local, location, open_store
+
+    where = location(job.snapshots)
+    if job.per_key and not is_local(where):
+        raise UsageError(f"--per-key needs a snapshot directory (its spill files live beside the "
+                         f"snapshots), not {where}")
+    return open_store(where, settings, keep=job.keep)
 
 
 def _decoder(source: Source, job: LearnJob | Any, require_label: bool = True,

@@ -91,8 +91,16 @@ class ModelWatcher:
         return tuple((store.ids() or [None])[-1] for store in self.stores)
 
     def check(self) -> bool:
-        """Load the newest snapshots if any store has a new one; True when the model changed."""
-        newest = self._newest_ids()
+        """Load the newest snapshots if any store has a new one; True when the model changed.
+        A remote store (Kafka topic, S3) that does not answer keeps the served model."""
+        try:
+            newest = self._newest_ids()
+        except SnapshotError as exc:
+            if self.current is None:
+                raise
+            logger.warning("cannot look for new snapshots (%s); still serving %s", exc,
+                           self.current.label)
+            return False
         if newest == self._seen:
             return False
         try:

@@ -15,7 +15,7 @@ from typing import Any
 
 from streambayes.errors import ModelError, SnapshotError
 from streambayes.snapshot.payload import ReadLimits
-from streambayes.snapshot.store import BaseSnapshotStore, Snapshot, SnapshotStore
+from streambayes.snapshot.store import BaseSnapshotStore, Snapshot
 
 
 @dataclass
@@ -36,13 +36,16 @@ class Merged:
 
 
 def open_stores(directories: Sequence[Path | str], settings: Any = None) -> list[BaseSnapshotStore]:
-    """A store per directory, with the read limits and signing key of ``settings`` (if given)."""
+    """A store per directory or store URI (``kafka://``, ``s3://``: :mod:`streambayes.runtime.stores`),
+    with the read limits and signing key of ``settings`` (if given)."""
+    from streambayes.runtime.stores import location, open_store
+
     stores = []
     for directory in directories:
-        path = Path(directory)
-        if path.exists() and not path.is_dir():
-            raise SnapshotError(f"{path} is not a snapshot directory")
-        stores.append(SnapshotStore(path, **store_options(settings)))
+        where = location(directory)
+        if isinstance(where, Path) and where.exists() and not where.is_dir():
+            raise SnapshotError(f"{where} is not a snapshot directory")
+        stores.append(open_store(where, settings))
     return stores
 
 

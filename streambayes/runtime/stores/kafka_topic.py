@@ -1,0 +1,369 @@
+"""Snapshots in a compacted Kafka topic (``kafka://HOST:PORT/TOPIC``): no shared disk needed.
+
+Layout (one partition, partition 0; a namespace ``NS`` is ``""`` or ``"child/"...``):
+
+- ``NS snapshot-000042.sbs:000000`` ... ``:000006``: the snapshot's bytes in chunks that fit the
+  topic's ``max.message.bytes`` (read from the broker);
+- ``NS snapshot-000042.sbs``: the manifest, written last, once every chunk is acknowledged
+  (``acks=all``): ``{"size", "chunks", "sha256"}``. A snapshot exists when its manifest does, so a
+  writer that dies between chunks leaves no snapshot, only orphan chunks, which the next write
+  deletes. A reader joins the chunks and checks size and SHA-256 end to end (and then the
+  snapshot's own checksum): a missing or damaged chunk makes the snapshot corrupt, and
+  :meth:`latest` falls back to the one before.
+- pruning (keep K) and deletion are tombstones (manifest first, then chunks); compaction
+  (``cleanup.policy=compact``, set when the store creates the topic, checked when it exists)
+  reclaims the space.
+
+A reader has its own consumer that assigns partition 0 (no group) and reads it from the beginning,
+then follows it: each look at the store reads what was appended since. It keeps in memory the
+chunks of the newest snapshot of each namespace (and of a write still under way); older chunks
+are dropped once a newer manifest arrives and only their offsets kept, so memory follows one
+copy of the state. Loading an older snapshot (the newest is corrupt) fetches its chunks again
+by offset, with a second consumer. Records whose keys are not this layout's are ignored. Reads
+and writes give up after ``STREAMBAYES_KAFKA_DELIVERY_DEADLINE`` seconds with a SnapshotError.
+
+The store, its children and every look share one :class:`TopicLog`. Clients are kafka-python's
+(whatever ``STREAMBAYES_KAFKA_CLIENT`` says: librdkafka took longer to read a fresh topic), with
+the security settings (``STREAMBAYES_KAFKA_SECURITY_*``) and, when ``STREAMBAYES_KAFKA_CLIENT``
+is ``kafka-python``, the ``STREAMBAYES_KAFKA_*OPTIONS``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from streambayes.errors import CorruptSnapshot, SnapshotError
+from streambayes.snapshot.payload import ReadLimits
+from streambayes.snapshot.store import _CHILD, BaseSnapshotStore, format_id
+
+logger = logging.getLogger(__name__)
+_MANIFEST = re.compile(r"snapshot-(\d{6,})\.sbs")
+_CHUNK = re.compile(r"snapshot-(\d{6,})\.sbs:(\d{6})")
+_OVERHEAD = 1024  # bytes of record and batch framing kept free below max.message.bytes
+_DEFAULT_MAX_MESSAGE = 1_048_588  # Apache Kafka's default max.message.bytes
+MANIFEST_FORMAT = "streambayes-kafka-snapshot/1"
+# kafka-python waits retry_backoff_ms (default 100) after its bootstrap metadata and before the
+# first fetch: half of a fresh reader's load time. The reader is idle between looks; a
+# STREAMBAYES_KAFKA_CONSUMER_OPTIONS value wins.
+_READER_BACKOFF_MS = 20
+
+
+class TopicLog:
+    """The live records (key -> value) of partition 0 of a compacted topic, read from the
+    beginning and followed; the producer that appends to it. Shared by a store and its children."""
+
+    def __init__(self, bootstrap: str, topic: str, options: Mapping[str, Any] | None = None, *,
+                 timeout: float = 30.0) -> None:
+        self.bootstrap, self.topic, self.timeout = bootstrap, topic, timeout
+        self.options = dict(options or {})
+        self.records: dict[str, bytes | int] = {}  # live key -> value, or its offset when dropped
+        self._offsets: dict[str, int] = {}
+        self._chunks: dict[tuple[str, int], set[str]] = {}  # (namespace, number) -> chunk keys
+        self._fetcher: Any = None
+        self.lock = threading.RLock()
+        self._consumer: Any = None
+        self._probe: Any = None  # the consumer before the topic exists
+        self._producer: Any = None
+        self._max_message: int | None = None
+
+    def __repr__(self) -> str:
+        return f"kafka://{self.bootstrap}/{self.topic}"
+
+    @property
+    def chunk_bytes(self) -> int:
+        """Bytes of snapshot per record: the topic's ``max.message.bytes`` less framing (a batch
+        never holds more than one chunk, so it always fits)."""
+        self._open_producer()
+        assert self._max_message is not None
+        return max(self._max_message - _OVERHEAD, 1024)
+
+    def refresh(self) -> None:
+        """Read what was appended since the last look (everything, the first time). A topic
+        that does not exist yet is an empty store (readers never create it)."""
+        from kafka.errors import KafkaError
+
+        with self.lock:
+            try:
+                if not self._open_consumer():
+                    return
+                consumer, tp = self._consumer, self._partition()
+                end = consumer.end_offsets([tp])[tp]
+                deadline = time.monotonic() + self.timeout
+                while consumer.position(tp) < end:
+                    if time.monotonic() > deadline:
+                        raise SnapshotError(f"{self}: could not read to offset {end} in {self.timeout:g} s")
+                    for record in consumer.poll(timeout_ms=500, max_records=100_000).get(tp, ()):
+                        self._apply(record.key.decode("utf-8", "replace") if record.key else "",
+                                    record.value, record.offset)
+            except KafkaError as exc:
+                raise SnapshotError(f"cannot read the state topic {self}: {exc}") from exc
+
+    def _apply(self, key: str, value: bytes | None, offset: int) -> None:
+        namespace, _, name = key.rpartition("/")
+        if not (_MANIFEST.fullmatch(name) or _CHUNK.fullmatch(name)) or not all(
+                _CHILD.fullmatch(part) for part in namespace.split("/") if namespace):
+            return  # not a snapshot record (another program's, or damage): not kept
+        chunk = _CHUNK.fullmatch(name)
+        if chunk:
+            keys = self._chunks.setdefault((namespace, int(chunk.group(1))), set())
+            if value is None:
+                keys.discard(key)
+            else:
+                keys.add(key)
+        if value is None:
+            self.records.pop(key, None)
+            self._offsets.pop(key, None)
+            return
+        self.records[key], self._offsets[key] = value, offset
+        manifest = _MANIFEST.fullmatch(name)
+        if manifest:  # drop the values of the namespace's older snapshots' chunks
+            newest = int(manifest.group(1))
+            for (ns, number), keys in list(self._chunks.items()):
+                if ns == namespace and number < newest:
+                    for cold in keys:
+                        self.records[cold] = self._offsets[cold]
+                    if not keys:
+                        del self._chunks[ns, number]
+
+    def values(self, keys: list[str]) -> list[bytes | None]:
+        """The values of ``keys`` (None: not in the topic), fetched again by offset if dropped."""
+        with self.lock:
+            found = [self.records.get(key) for key in keys]
+            cold = {value: key for key, value in zip(keys, found, strict=True) if isinstance(value, int)}
+            fetched = self._fetch(cold) if cold else {}
+            return [fetched.get(key) if isinstance(value, int) else value
+                    for key, value in zip(keys, found, strict=True)]
+
+    def _fetch(self, wanted: dict[int, str]) -> dict[str, bytes]:
+        """Records at the ``wanted`` offsets (offset -> key), read again from the topic."""
+        from kafka import KafkaConsumer
+        from kafka.errors import KafkaError
+
+        tp, out = self._partition(), {}
+        try:
+            if self._fetcher is None:
+                self._fetcher = KafkaConsumer(
+                    bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+                    allow_auto_create_topics=False, max_partition_fetch_bytes=16 << 20,
+                    fetch_max_bytes=64 << 20, **self._role("consumer"))
+                self._fetcher.assign([tp])
+            self._fetcher.seek(tp, min(wanted))
+            deadline = time.monotonic() + self.timeout
+            while self._fetcher.position(tp) <= max(wanted) and time.monotonic() < deadline:
+                for record in self._fetcher.poll(timeout_ms=500, max_records=100_000).get(tp, ()):
+                    key = wanted.get(record.offset)
+                    if key is not None and record.key == key.encode() and record.value is not None:
+                        out[key] = record.value
+        except KafkaError as exc:
+            raise SnapshotError(f"cannot read the state topic {self}: {exc}") from exc
+        return out
+
+    def send(self, items: list[tuple[str, bytes | None]]) -> None:
+        """Append ``(key, value)`` records (None: a tombstone) and wait until all are acknowledged."""
+        from kafka.errors import KafkaError
+
+        with self.lock:
+            try:
+                self._open_producer()
+                futures = [self._producer.send(self.topic, key=key.encode(), value=value, partition=0)
+                           for key, value in items]
+                self._producer.flush(timeout=self.timeout)
+                for future in futures:
+                    future.get(timeout=self.timeout)
+            except KafkaError as exc:
+                raise SnapshotError(f"cannot write to the state topic {self}: {exc}") from exc
+
+    def _partition(self) -> Any:
+        from kafka import TopicPartition
+
+        return TopicPartition(self.topic, 0)
+
+    def _open_consumer(self) -> bool:
+        """The reader's consumer, assigned to partition 0 from the beginning; False while the
+        topic does not exist."""
+        if self._consumer is not None:
+            return True
+        from kafka import KafkaConsumer
+
+        if self._probe is None:
+            options = {"retry_backoff_ms": _READER_BACKOFF_MS, **self._role("consumer")}
+            self._probe = KafkaConsumer(
+                bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+                allow_auto_create_topics=False, auto_offset_reset="earliest",
+                max_partition_fetch_bytes=16 << 20, fetch_max_bytes=64 << 20, **options)
+        if not self._probe.partitions_for_topic(self.topic):
+            return False
+        consumer, self._probe = self._probe, None
+        consumer.assign([self._partition()])
+        consumer.seek_to_beginning(self._partition())
+        self._consumer = consumer
+        return True
+
+    def _open_producer(self) -> None:
+        """The writer's producer, after making sure the topic exists and is compacted."""
+        if self._producer is not None:
+            return
+        from kafka import KafkaProducer
+        from kafka.errors import KafkaError
+
+        try:
+            self._max_message = ensure_topic(self.bootstrap, self.topic, self.options)
+            self._producer = KafkaProducer(
+                bootstrap_servers=self.bootstrap, acks="all", linger_ms=0,
+                max_request_size=self._max_message, batch_size=self._max_message - _OVERHEAD // 2,
+                **self._role("producer"))
+        except KafkaError as exc:
+            raise SnapshotError(f"cannot open the state topic {self} for writing: {exc}") from exc
+
+    def _role(self, role: str) -> dict[str, Any]:
+        return dict(self.options.get(role, {}))
+
+    def close(self) -> None:
+        with self.lock:
+            for client in (self._consumer, self._probe, self._fetcher, self._producer):
+                if client is not None:
+                    client.close()
+            self._consumer = self._probe = self._fetcher = self._producer = None
+
+
+def ensure_topic(bootstrap: str, topic: str, options: Mapping[str, Any]) -> int:
+    """Create ``topic`` compacted with one partition unless it exists; check that it is compacted;
+    return its ``max.message.bytes``. A state topic with ``cleanup.policy=delete`` would lose
+    snapshots to retention: it is refused."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, **dict(options.get("admin", {})))
+    try:
+        try:
+            admin.create_topics([NewTopic(topic, 1, -1, topic_configs={"cleanup.policy": "compact"})])
+            logger.info("created the compacted state topic %s", topic)
+        except TopicAlreadyExistsError:
+            pass
+        described = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
+    finally:
+        admin.close()
+    configs = _topic_configs(described, topic)
+    policy = str(configs.get("cleanup.policy", "compact"))
+    if "compact" not in policy:
+        raise SnapshotError(f"state topic {topic!r} has cleanup.policy={policy}: snapshots need a "
+                            "compacted topic (cleanup.policy=compact)")
+    return int(configs.get("max.message.bytes") or _DEFAULT_MAX_MESSAGE)
+
+
+def _topic_configs(described: Any, topic: str) -> dict[str, Any]:
+    """``{name: value}`` from kafka-python's describe_configs answer (a nested dict)."""
+    if isinstance(described, Mapping):
+        for by_name in described.values():
+            entries = by_name.get(topic) if isinstance(by_name, Mapping) else None
+            if isinstance(entries, Mapping):
+                return {name: (data.get("value") if isinstance(data, Mapping) else data)
+                        for name, data in entries.items()}
+    return {}
+
+
+class KafkaSnapshotStore(BaseSnapshotStore):
+    """Snapshots in a compacted topic (module docstring); ``namespace`` is a child's key prefix."""
+
+    def __init__(self, log: TopicLog, keep: int = 5, *, limits: ReadLimits | None = None,
+                 key: bytes | None = None, namespace: str = "") -> None:
+        super().__init__(keep, limits=limits, key=key)
+        self.log, self.namespace = log, namespace
+
+    def __repr__(self) -> str:
+        return f"KafkaSnapshotStore({str(self.log) + ('/' + self.namespace if self.namespace else '')!r})"
+
+    def _own(self) -> dict[str, bytes]:
+        """This namespace's records (not its children's), keyed without the prefix."""
+        n = len(self.namespace)
+        with self.log.lock:
+            return {k[n:]: v for k, v in self.log.records.items()
+                    if k.startswith(self.namespace) and "/" not in k[n:]}
+
+    def _numbers(self) -> list[int]:
+        self.log.refresh()
+        found = (_MANIFEST.fullmatch(name) for name in self._own())
+        return sorted({int(m.group(1)) for m in found if m} - {0})
+
+    def _name(self, number: int) -> str:
+        return f"{self.namespace}snapshot-{format_id(number)}.sbs"
+
+    def _read(self, number: int) -> bytes:
+        name = self._name(number)
+        with self.log.lock:
+            manifest = self.log.records.get(name)
+            if manifest is None:
+                raise SnapshotError(f"no snapshot {format_id(number)} in {self}")
+            size, chunks, digest = _parse_manifest(manifest, self.limits)
+            parts = self.log.values([f"{name}:{i:06d}" for i in range(chunks)])
+        missing = [i for i, part in enumerate(parts) if part is None]
+        if missing:
+            raise CorruptSnapshot(f"{format_id(number)} misses chunk(s) {missing[:5]} of {chunks}")
+        data = b"".join(parts)  # type: ignore[arg-type]
+        if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
+            raise CorruptSnapshot(f"{format_id(number)}: its chunks do not match the manifest "
+                                  f"({len(data)} bytes for {size}, or another SHA-256)")
+        return data
+
+    def _put(self, number: int, data: bytes) -> None:
+        name, step = self._name(number), self.log.chunk_bytes
+        chunks = [data[i:i + step] for i in range(0, len(data), step)] or [b""]
+        self.log.send([(f"{name}:{i:06d}", chunk) for i, chunk in enumerate(chunks)])
+        manifest = {"format": MANIFEST_FORMAT, "size": len(data), "chunks": len(chunks),
+                    "sha256": hashlib.sha256(data).hexdigest()}
+        self.log.send([(name, json.dumps(manifest).encode())])
+
+    def _remove(self, number: int) -> None:
+        name = self._name(number)
+        prefix = f"snapshot-{format_id(number)}.sbs:"
+        chunks = sorted(self.namespace + k for k in self._own() if k.startswith(prefix))
+        self.log.send([(name, None)] + [(chunk, None) for chunk in chunks])
+
+    def _clean_temporaries(self) -> None:
+        """Tombstone the chunks of a write that died before its manifest."""
+        own = self._own()
+        orphans = []
+        for name in own:
+            m = _CHUNK.fullmatch(name)
+            if m and f"snapshot-{m.group(1)}.sbs" not in own:
+                orphans.append(self.namespace + name)
+        if orphans:
+            logger.info("%s: deleting %d chunks of an unfinished write", self, len(orphans))
+            self.log.send([(name, None) for name in sorted(orphans)])
+
+    def _child(self, name: str) -> KafkaSnapshotStore:
+        return KafkaSnapshotStore(self.log, self.keep, limits=self.limits, key=self.key,
+                                  namespace=f"{self.namespace}{name}/")
+
+    def _children(self) -> list[str]:
+        self.log.refresh()
+        n = len(self.namespace)
+        with self.log.lock:
+            heads = {k[n:].split("/", 1)[0] for k in self.log.records
+                     if k.startswith(self.namespace) and "/" in k[n:]}
+        return [name for name in heads if _CHILD.fullmatch(name)]
+
+
+def _parse_manifest(value: bytes, limits: ReadLimits) -> tuple[int, int, str]:
+    try:
+        manifest = json.loads(value)
+        size, chunks, digest = int(manifest["size"]), int(manifest["chunks"]), str(manifest["sha256"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptSnapshot(f"unreadable manifest: {exc}") from None
+    if manifest.get("format") != MANIFEST_FORMAT:
+        raise CorruptSnapshot(f"manifest format {manifest.get('format')!r}, expected {MANIFEST_FORMAT!r}")
+    if size > limits.max_bytes:
+        raise CorruptSnapshot(f"{size} bytes, over the limit of {limits.max_bytes} "
+                              "(STREAMBAYES_SNAPSHOT_MAX_BYTES)")
+    if not 0 < chunks <= size + 1:
+        raise CorruptSnapshot(f"manifest names {chunks} chunks for {size} bytes")
+    return size, chunks, digest

@@ -1,0 +1,203 @@
+"""The Kafka topic snapshot store on the session's broker: the conformance suite, and what only
+a topic can get wrong (chunks, a write that dies between chunks, a lost chunk, a non-compacted
+topic), and the command line end to end with no shared disk."""
+
+import itertools
+import json
+import os
+
+import numpy as np
+import pytest
+
+from streambayes.cli import main
+from streambayes.errors import SnapshotError
+from streambayes.runtime.kafka import kafka_python
+from streambayes.runtime.stores import open_store
+from streambayes.runtime.stores.kafka_topic import KafkaSnapshotStore, TopicLog
+from streambayes.snapshot.store import parse_id
+from tests.store_conformance import STATE, Backend, StoreConformance, flipped
+
+_names = itertools.count()
+
+
+def _topic() -> str:
+    return f"state-{os.getpid()}-{next(_names)}"
+
+
+def kafka_backend(bootstrap: str, topic: str) -> Backend:
+    logs: list[TopicLog] = []
+
+    def open_(keep=5, **kw):  # a new TopicLog per store: a fresh reader, as another host has
+        logs.append(TopicLog(bootstrap, topic))
+        return KafkaSnapshotStore(logs[-1], keep, **kw)
+
+    def damage(store, snapshot_id):
+        first = f"{store._name(parse_id(snapshot_id))}:000000"
+        store.log.refresh()
+        store.log.send([(first, flipped(store.log.values([first])[0]))])
+
+    return Backend("kafka", open_, damage), logs
+
+
+@pytest.fixture
+def backend(bootstrap):
+    made, logs = kafka_backend(bootstrap, _topic())
+    yield made
+    for log in logs:
+        log.close()
+
+
+class TestKafkaStore(StoreConformance):
+    pass
+
+
+def _write(store, n):
+    return store.write({**STATE, "counts": STATE["counts"] + n}, model="mnb",
+                       positions={"events": {"0": n}}, events=n)
+
+
+def test_a_snapshot_is_chunked_to_the_topics_message_size(bootstrap):
+    topic = _topic()
+    kafka_python.create_topic(bootstrap, topic, config={"cleanup.policy": "compact",
+                                                       "max.message.bytes": "8000"})
+    store = open_store(f"kafka://{bootstrap}/{topic}")
+    info = _write(store, 1)
+    chunks = [k for k in store.log.records if k.startswith("snapshot-000001.sbs:")]
+    assert info.size > 40_000 and len(chunks) == -(-info.size // store.log.chunk_bytes) > 5
+    np.testing.assert_array_equal(open_store(f"kafka://{bootstrap}/{topic}").latest().state["counts"],
+                                  STATE["counts"] + 1)
+
+
+def test_a_reader_keeps_only_the_newest_snapshots_chunks_and_fetches_older_ones(bootstrap):
+    topic = _topic()
+    kafka_python.create_topic(bootstrap, topic, config={"cleanup.policy": "compact",
+                                                       "max.message.bytes": "8000"})
+    writer = open_store(f"kafka://{bootstrap}/{topic}")
+    for n in (1, 2, 3):
+        _write(writer, n)
+    _write(writer.child("partition-events-0"), 7)
+    reader = open_store(f"kafka://{bootstrap}/{topic}")
+    assert reader.ids() == ["000001", "000002", "000003"]
+    held = {key.split(":")[0]: isinstance(value, bytes) for key, value in reader.log.records.items()
+            if ":" in key}
+    assert held == {"snapshot-000001.sbs": False, "snapshot-000002.sbs": False,
+                    "snapshot-000003.sbs": True, "partition-events-0/snapshot-000001.sbs": True}
+    for n in (1, 2, 3):
+        np.testing.assert_array_equal(reader.load(n).state["counts"], STATE["counts"] + n)
+
+
+def test_a_write_that_dies_between_chunks_is_never_a_snapshot(bootstrap, monkeypatch):
+    topic = _topic()
+    kafka_python.create_topic(bootstrap, topic, config={"cleanup.policy": "compact",
+                                                       "max.message.bytes": "8000"})
+    store = open_store(f"kafka://{bootstrap}/{topic}")
+    _write(store, 1)
+    real = TopicLog.send
+
+    def die_after_two_chunks(self, items):
+        real(self, items[:2])
+        raise SnapshotError("killed between chunks")
+
+    monkeypatch.setattr(TopicLog, "send", die_after_two_chunks)
+    with pytest.raises(SnapshotError, match="killed"):
+        _write(store, 2)
+    monkeypatch.setattr(TopicLog, "send", real)
+    reader = open_store(f"kafka://{bootstrap}/{topic}")
+    assert reader.ids() == ["000001"] and reader.latest().events == 1
+    assert sum(k.startswith("snapshot-000002.sbs:") for k in reader.log.records) == 2  # orphans
+    assert _write(reader, 3).id == "000002"  # orphans removed, the id taken by a whole snapshot
+    again = open_store(f"kafka://{bootstrap}/{topic}")
+    assert again.latest().events == 3 and again.ids() == ["000001", "000002"]
+    n_chunks = json.loads(again.log.records["snapshot-000002.sbs"])["chunks"]
+    assert sum(k.startswith("snapshot-000002.sbs:") for k in again.log.records) == n_chunks
+
+
+def test_a_lost_chunk_makes_the_snapshot_corrupt(bootstrap):
+    uri = f"kafka://{bootstrap}/{_topic()}"
+    store = open_store(uri)
+    _write(store, 1)
+    _write(store, 2)
+    store.log.send([("snapshot-000002.sbs:000000", None), ("not-a-snapshot", b"x" * 100),
+                    ("../snapshot-000009.sbs", b"{}")])
+    reader = open_store(uri)
+    assert reader.latest().id == "000001" and reader.ids() == ["000001", "000002"]
+    assert not {"not-a-snapshot", "../snapshot-000009.sbs"} & set(reader.log.records)
+    assert "misses chunk" in reader.list()[-1].error
+
+
+def test_a_topic_that_deletes_old_records_is_refused(bootstrap):
+    topic = _topic()
+    kafka_python.create_topic(bootstrap, topic)  # cleanup.policy=delete
+    with pytest.raises(SnapshotError, match="compacted"):
+        _write(open_store(f"kafka://{bootstrap}/{topic}"), 1)
+
+
+def test_a_reader_of_a_topic_not_yet_written_sees_an_empty_store_and_creates_nothing(bootstrap):
+    topic = _topic()
+    store = open_store(f"kafka://{bootstrap}/{topic}")
+    assert (store.ids(), store.latest(), store.children()) == ([], None, [])
+    assert topic not in kafka_python_topics(bootstrap)
+    _write(store, 1)
+    assert store.latest().id == "000001" and topic in kafka_python_topics(bootstrap)
+
+
+def kafka_python_topics(bootstrap):
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, allow_auto_create_topics=False)
+    try:
+        return consumer.topics()
+    finally:
+        consumer.close()
+
+
+def test_the_store_creates_a_compacted_topic(bootstrap):
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    topic = _topic()
+    _write(open_store(f"kafka://{bootstrap}/{topic}"), 1)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)],
+                                           config_filter="all")
+    finally:
+        admin.close()
+    assert "cleanup.policy': {'value': 'compact'" in str(described)
+
+
+def test_learn_then_predict_through_the_state_topic(bootstrap, tmp_path, monkeypatch, capsys):
+    """No 'kafka:' directory any more: learn writes the topic, predict and snapshot read it."""
+    monkeypatch.chdir(tmp_path)
+    lines = [json.dumps({"id": f"m{n}", "text": ("win cash prize now", "see you at lunch")[n % 2],
+                         "label": ("spam", "ham")[n % 2]}) for n in range(300)]
+    (tmp_path / "train.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "q.jsonl").write_text('{"id": "q1", "text": "win a prize"}\n')
+    uri = f"kafka://{bootstrap}/{_topic()}"
+    assert main(["learn", "--source", "train.jsonl", "--snapshots", uri, "--model", "mnb",
+                 "--every", "100", "--batch-size", "100", "--keep", "2"]) == 0
+    assert main(["predict", "--source", "q.jsonl", "--sink", "out.jsonl", "--snapshots", uri]) == 0
+    (post,) = map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())
+    assert post["decision"] == "spam" and post["snapshot"] == "000003"
+    capsys.readouterr()
+    assert main(["snapshot", "ls", uri]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in listed] == ["000002", "000003"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl", "q.jsonl", "train.jsonl"]
+
+
+def test_a_predictor_on_another_host_follows_the_learners_new_snapshots(bootstrap):
+    from streambayes.models import make_model
+    from streambayes.runtime.loops.predict import ModelWatcher
+
+    uri = f"kafka://{bootstrap}/{_topic()}"
+    learner_store, predictor_store = open_store(uri), open_store(uri)  # two clients, no shared disk
+    watcher = ModelWatcher([predictor_store])
+    assert watcher.check() is False and watcher.current is None  # no topic yet: waits
+    model = make_model("mnb")
+    for n, text in enumerate(("win cash", "lunch at noon", "claim the prize")):
+        model.learn_many(model.featurize([{"text": text}]), [("spam", "ham")[n % 2]])
+        learner_store.write(model.to_state(), model="mnb", positions={"events": {"0": n + 1}}, events=n + 1)
+        assert watcher.check() and watcher.current.ids == (f"{n + 1:06d}",)
+        assert watcher.current.events == n + 1
+    assert watcher.check() is False
