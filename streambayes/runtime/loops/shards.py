@@ -54,6 +54,22 @@ def store_options(settings: Any) -> dict[str, Any]:
     return {"limits": ReadLimits(settings.snapshot_max_bytes, settings.snapshot_max_ratio), "key": key}
 
 
+def expand_shards(stores: Sequence[BaseSnapshotStore]) -> list[BaseSnapshotStore]:
+    """Each store, or in its place its partition shards when it holds shards and no snapshot of
+    its own (the state of group-managed learners, :mod:`~streambayes.runtime.loops.group`).
+    Called at every reload, so shards of partitions added later are found."""
+    from streambayes.runtime.loops.group import SHARD_PREFIX
+
+    out: list[BaseSnapshotStore] = []
+    for store in stores:
+        shards = [name for name in store.children() if name.startswith(SHARD_PREFIX)]
+        if shards and not store.ids():
+            out.extend(store.child(name) for name in shards)
+        else:
+            out.append(store)
+    return out
+
+
 def latest_all(stores: Sequence[BaseSnapshotStore]) -> list[Snapshot] | None:
     """The newest snapshot of every store whose state rebuilds a learner (as ``snap.learner``;
     per-key learners are built later, with their spill store); None while any store has none yet.
