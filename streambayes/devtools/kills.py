@@ -38,7 +38,7 @@ class KillRun:
 
     kills: list[int] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
-    snapshot: Snapshot | None = None
+    snapshot: Any = None  # the final Snapshot, or the Merged shards of a group learner
     seconds: float = 0.0
 
 
@@ -118,8 +118,10 @@ def learn_command(source: str, snapshots: Path, options: Sequence[str]) -> list[
 
 def events_in(snapshots: Path) -> int:
     """Events in the newest snapshot (0 when there is none yet)."""
-    header = SnapshotStore(snapshots).latest_header()
-    return 0 if header is None else int(header["events"])
+    from streambayes.runtime.loops.shards import newest_summary
+
+    summary = newest_summary(snapshots)  # one learner's snapshot, or a group's shards summed
+    return 0 if summary is None else int(summary["events"])
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, what: str, step: float = 0.05) -> None:
@@ -208,7 +210,9 @@ def learn_with_kills(bootstrap: str, topic: str, make: Event, options: Sequence[
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    run.snapshot = SnapshotStore(snaps).latest()
+    from streambayes.runtime.loops.shards import newest_state
+
+    run.snapshot = newest_state(snaps)  # a group learner's shards, merged
     run.seconds = time.monotonic() - start
     return run
 
