@@ -137,10 +137,11 @@ class _Producer(threading.Thread):
     set and at least ``minimum`` events are out; ``produced`` lists what was sent."""
 
     def __init__(self, bootstrap: str, topic: str, make: Event, rate: float, minimum: int,
-                 block: int = 250) -> None:
+                 block: int = 250, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.make = bootstrap, topic, make
         self.rate, self.minimum, self.block = rate, minimum, block
+        self.options = options  # of the kafka-python producer
         self.stop = threading.Event()
         self.produced: list[dict] = []
         self.error: BaseException | None = None
@@ -150,7 +151,7 @@ class _Producer(threading.Thread):
         from streambayes.runtime.kafka import kafka_python
 
         try:
-            sink = kafka_python.KafkaSink(self.bootstrap)
+            sink = kafka_python.KafkaSink(self.bootstrap, options=self.options)
             start = time.monotonic()
             while not (self.stop.is_set() and len(self.produced) >= self.minimum):
                 for _ in range(self.block):
