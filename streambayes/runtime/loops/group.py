@@ -213,11 +213,11 @@ class GroupLearner:
         return self.stats
 
     def _want(self) -> int:
-        """A new model learns in growing batches (its calibration starts early), as one learner."""
-        if not self.shards:
-            return self.batch_size
-        fewest = min(s.loop.events_total for s in self.shards.values())
-        return min(self.batch_size, max(1, fewest))
+        """Growing polls (1, 2, 4, ... records) while the member's shards are new, as one learner
+        does; counted over all held shards (a poll may return any partition's records, so the
+        newest shard alone would keep every poll at one record)."""
+        total = sum(s.loop.events_total for s in self.shards.values())
+        return min(self.batch_size, max(1, total))
 
     def learn(self, records: Sequence[Record]) -> None:
         """Learn each partition's records with its shard; records of a partition this member no

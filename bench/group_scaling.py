@@ -1,0 +1,162 @@
+"""Group-managed learners: scale-out and take-over on a local broker (issue 12 targets).
+
+1. **Scale-out.** ``--events`` SMS events are produced first to a ``--partitions``-partition
+   topic; then one ``streambayes learn`` (no ``--partitions``: a consumer group, one shard per
+   partition) learns them all, and then two learners in one new group do. Rate = events learned
+   between the first and the last checkpoint / that time (start-up excluded), for both; the
+   broker's CPU seconds over each phase are printed. Target: two >= 1.4x one.
+2. **Take-over.** While events arrive at ``--rate``, a second learner joins a running one; the
+   time from its launch to its assignment and to its first checkpoint (it learned and saved events
+   of the partitions it took over) is read from its log. Target: <= 10 s.
+
+    python bench/group_scaling.py                   # 100,000 events, kafka-python
+    python bench/group_scaling.py --client confluent --events 30000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+from _common import load_sms_spam, package_version
+
+from streambayes.devtools.broker import broker_info
+from streambayes.devtools.kafka_broker import cpu_seconds
+from streambayes.devtools.kills import _Producer, encode, events_in, learn_command, wait_until
+
+OPTIONS = ["--model", "nb", "--every", "20000", "--every-seconds", "1", "--batch-size", "1000"]
+STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO \S+: (assigned|checkpoint of)")
+
+
+def sms_event(texts: list[str], labels: list[str]):
+    def make(i: int) -> dict:
+        return {"id": f"s-{i:07d}", "label": labels[i % len(labels)], "text": texts[i % len(texts)]}
+    return make
+
+
+def produce_all(bootstrap: str, topic: str, make, n: int) -> None:
+    from streambayes.runtime.kafka.kafka_python import KafkaSink
+
+    sink = KafkaSink(bootstrap, linger_ms=20)
+    for i in range(n):
+        event = make(i)
+        sink.send(topic, event["id"], encode(event))
+    sink.close()
+
+
+def learners(bootstrap: str, topic: str, snaps: Path, count: int, env: dict, log: Path
+             ) -> list[subprocess.Popen]:
+    command = learn_command(f"kafka://{bootstrap}/{topic}", snaps, OPTIONS)
+    with open(log, "ab") as out:
+        return [subprocess.Popen(command, stdout=out, stderr=out, env=env) for _ in range(count)]
+
+
+def stop_all(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        p.wait(60)
+
+
+def scale(info, topic: str, n: int, members: int, client: str, work: Path) -> dict:
+    """Learn the pre-produced topic with ``members`` learners in a fresh group."""
+    snaps = work / f"scale-{members}"
+    env = {**os.environ, "STREAMBAYES_KAFKA_CLIENT": client,
+           "STREAMBAYES_KAFKA_GROUP": f"scale-{members}-{topic}"}
+    cpu0 = cpu_seconds(getattr(info.handle, "process", None))
+    procs = learners(info.bootstrap, topic, snaps, members, env, work / f"scale-{members}.log")
+    try:
+        wait_until(lambda: events_in(snaps) > 0, 120, "a first checkpoint", step=0.02)
+        t0, e0 = time.monotonic(), events_in(snaps)
+        wait_until(lambda: events_in(snaps) >= n, 900, "every event learned", step=0.02)
+        seconds = max(time.monotonic() - t0, 1e-9)  # too few events: all in the first checkpoint
+    finally:
+        cpu1 = cpu_seconds(getattr(info.handle, "process", None))
+        stop_all(procs)
+    broker = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
+    return {"events_per_s": (n - e0) / seconds, "seconds": seconds, "broker_cpu_s": broker}
+
+
+def _when(log: Path, what: str) -> float | None:
+    for line in log.read_text(errors="replace").splitlines():
+        m = STAMP.match(line)
+        if m and m.group(2) == what:
+            return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    return None
+
+
+def takeover(info, topic: str, rate: float, client: str, work: Path, make) -> dict:
+    """A second learner joins a running one while events arrive at ``rate``."""
+    snaps = work / "takeover"
+    env = {**os.environ, "STREAMBAYES_KAFKA_CLIENT": client,
+           "STREAMBAYES_KAFKA_GROUP": f"takeover-{topic}"}
+    producer = _Producer(info.bootstrap, topic, make, rate, minimum=0)
+    first = learners(info.bootstrap, topic, snaps, 1, env, work / "first.log")
+    try:
+        wait_until(lambda: events_in(snaps) > 0, 120, "the first learner's progress")
+        time.sleep(3.0)
+        launched = time.time()
+        second = learners(info.bootstrap, topic, snaps, 1, env, work / "second.log")
+        log = work / "second.log"
+        wait_until(lambda: _when(log, "checkpoint of") is not None, 120,
+                   "the second learner's first checkpoint", step=0.1)
+        stop_all(first + second)
+    finally:
+        producer.stop.set()
+        for p in first:
+            if p.poll() is None:
+                p.kill()
+    assigned, saved = _when(log, "assigned"), _when(log, "checkpoint of")
+    return {"assigned_s": None if assigned is None else assigned - launched,
+            "resumed_s": None if saved is None else saved - launched}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=100_000)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--client", default="kafka-python", choices=["kafka-python", "confluent"])
+    ap.add_argument("--rate", type=float, default=2_000.0, help="events/s during the take-over")
+    args = ap.parse_args(argv)
+    texts, labels = load_sms_spam()
+    make = sms_event(texts, labels)
+    print(f"python {sys.version.split()[0]}; {args.client} "
+          f"{package_version('kafka-python' if args.client == 'kafka-python' else 'confluent-kafka')}; "
+          f"{args.events:,} events on {args.partitions} partitions; load {os.getloadavg()[0]:.1f}",
+          flush=True)
+    from streambayes.runtime.kafka.kafka_python import create_topic
+
+    with broker_info() as info, tempfile.TemporaryDirectory() as tmp:
+        print(f"broker: {info}", flush=True)
+        work = Path(tmp)
+        topic = f"scale-{os.getpid()}"
+        create_topic(info.bootstrap, topic, args.partitions)
+        produce_all(info.bootstrap, topic, make, args.events)
+        one = scale(info, topic, args.events, 1, args.client, work)
+        two = scale(info, topic, args.events, 2, args.client, work)
+        live = f"live-{os.getpid()}"
+        create_topic(info.bootstrap, live, args.partitions)
+        over = takeover(info, live, args.rate, args.client, work, make)
+    ratio = two["events_per_s"] / max(one["events_per_s"], 1e-9)
+    for name, r in (("one learner", one), ("two learners", two)):
+        cpu = "n/a" if r["broker_cpu_s"] is None else f"{r['broker_cpu_s']:.1f} s"
+        print(f"{name:>13}: {r['events_per_s']:>9,.0f} events/s over {r['seconds']:.1f} s; "
+              f"broker CPU {cpu}")
+    print(f"two / one: {ratio:.2f}x (target >= 1.4x)  {'PASS' if ratio >= 1.4 else 'MISS'}")
+    resumed = over["resumed_s"]
+    print(f"added learner: assigned after {over['assigned_s']:.1f} s, first checkpoint of its "
+          f"partitions after {resumed:.1f} s (target <= 10 s)  "
+          f"{'PASS' if resumed is not None and resumed <= 10 else 'MISS'}")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
