@@ -445,19 +445,27 @@ def _merged_config(dirs: list, merged: Any) -> dict:
 def _run_snapshot(args: argparse.Namespace, settings: Settings) -> int:
     from functools import partial
 
-    from streambayes.runtime.loops.shards import latest_all, merge_snapshots, open_stores, store_options
+    from streambayes.runtime.loops.shards import (
+        expand_shards,
+        latest_all,
+        merge_snapshots,
+        open_stores,
+        store_options,
+    )
     from streambayes.runtime.loops.spill import check_build, restore_model
     from streambayes.snapshot.store import summarize
 
     if args.action == "merge":
-        snaps = latest_all(open_stores(args.dirs, settings))
+        stores = expand_shards(open_stores(args.dirs, settings))  # a group's partition shards
+        snaps = latest_all(stores)
         if snaps is None:
             raise UsageError("every shard directory needs a snapshot to merge")
         merged = merge_snapshots(snaps, partial(restore_model, **store_options(settings)))
         (store,) = open_stores([args.to], settings)
         info = store.write(merged.model.to_state(), model=merged.name, positions=merged.positions,
                            events=merged.events,
-                           config=_merged_config(args.dirs, merged))
+                           config=_merged_config([getattr(s, "directory", s) for s in stores],
+                                                 merged))
         print(f"merged {len(snaps)} snapshots ({merged.events} events) into {args.to} as {info.id}")
         return 0
     if not args.dir.is_dir():

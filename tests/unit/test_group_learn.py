@@ -235,3 +235,28 @@ def test_a_directory_of_one_learner_is_refused():
     store.write(make_model("nb").to_state(), model="nb", positions={TOPIC: {"0": 1}}, events=1)
     with pytest.raises(UsageError, match="--partitions"):
         learner(FakeMember(FakeGroup({0: 1}), "a"), store)
+
+
+def test_snapshot_merge_of_a_group_directory_merges_its_shards(tmp_path, capsys):
+    from streambayes.cli import main
+    from streambayes.snapshot import SnapshotStore
+
+    group, store = FakeGroup({0: 20, 1: 31}), SnapshotStore(tmp_path / "group")
+    a = FakeMember(group, "a")
+    gl = learner(a, store)
+    a.pending.append(("assigned", [0, 1]))
+    drive(gl, a, 3)
+    gl.checkpoint()
+    assert main(["snapshot", "merge", str(tmp_path / "group"), "--to", str(tmp_path / "one")]) == 0
+    one = SnapshotStore(tmp_path / "one").latest()
+    assert one.events == 48 and one.positions == {TOPIC: {"0": 20, "1": 31}}
+    assert len(one.config["merged_from"]) == 2
+
+
+def test_per_key_on_a_topic_without_partitions_is_refused_before_connecting(tmp_path):
+    from streambayes.config import Settings
+    from streambayes.runtime.loops.learn import LearnJob, run_learn
+
+    job = LearnJob(source="kafka://127.0.0.1:1/t", snapshots=tmp_path / "s", per_key=True)
+    with pytest.raises(UsageError, match="needs --partitions"):
+        run_learn(job, Settings())
