@@ -170,7 +170,7 @@ def test_two_learners_merged_equal_one_on_all_partitions(bootstrap, new_topic, t
     assert main(["snapshot", "merge", str(dirs["a"]), str(dirs["b"]),
                  "--to", str(tmp_path / "merged")]) == 0
     merged = SnapshotStore(tmp_path / "merged").latest()
-    whole = SnapshotStore(dirs["all"]).latest()
+    whole = newest_state(dirs["all"])  # a group learner: its partition shards, merged
     assert merged.events == whole.events == len(events)
     assert merged.positions == whole.positions
     assert_states_equal(canonical_state(merged.state), canonical_state(whole.state))
