@@ -192,7 +192,8 @@ def _add_learn_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dead-letter", metavar="URI",
                    help="bad records: a JSONL file or kafka://HOST:PORT/TOPIC (default: logged)")
     p.add_argument("--partitions", type=_partition_list, metavar="0,1,...",
-                   help="Kafka partitions this learner owns (default: all; scale-out shards)")
+                   help="Kafka partitions this learner owns, assigned statically (default: "
+                   "join the consumer group, one state shard per partition it is given)")
     p.add_argument("--batch-size", type=_positive_int, default=1000, metavar="N",
                    help="records per mini-batch (default: 1000)")
     p.add_argument("--follow", action="store_true", help="with a file: wait for appended lines")
