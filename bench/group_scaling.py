@@ -5,6 +5,10 @@
    partition) learns them all, and then two learners in one new group do. Rate = events learned
    between the first and the last checkpoint / that time (start-up excluded), for both; the
    broker's CPU seconds over each phase are printed. Target: two >= 1.4x one.
+3. **Faults** (``--faults``): three learners in one group on a 6-partition topic while
+   ``--events`` events arrive at ``--fault-rate``; members killed with ``kill -9`` and started,
+   the topic grown to 8 partitions; the merged shards are compared, array for array, with one
+   uninterrupted learner of the same events (:mod:`streambayes.devtools.group_kills`).
 2. **Take-over.** While events arrive at ``--rate``, a second learner joins a running one; the
    time from its launch to its assignment and to its first checkpoint (it learned and saved events
    of the partitions it took over) is read from its log. Target: <= 10 s.
@@ -25,7 +29,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from _common import load_sms_spam, package_version
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.integration.helpers
+from _common import data_dir, load_sms_spam, package_version  # noqa: E402
 
 from streambayes.devtools.broker import broker_info
 from streambayes.devtools.kafka_broker import cpu_seconds
@@ -118,12 +123,40 @@ def takeover(info, topic: str, rate: float, client: str, work: Path, make) -> di
             "resumed_s": None if saved is None else saved - launched}
 
 
+def faults(info, args, work: Path) -> dict:
+    """Three members, ``args.kills`` kills and starts, partitions added; merged == one learner?"""
+    import random
+
+    from streambayes.devtools.group_kills import learn_group_with_kills
+    from streambayes.devtools.kills import crash_case, learn_file, state_difference
+    from streambayes.runtime.kafka.kafka_python import create_topic
+
+    topic = f"faults-{os.getpid()}"
+    create_topic(info.bootstrap, topic, 6)
+    make, options, _ = crash_case("nb", data_dir())
+    os.environ["STREAMBAYES_KAFKA_CLIENT"] = args.client
+    run = learn_group_with_kills(info.bootstrap, topic, make, [*options, *OPTIONS[2:]], work,
+                                 members=3, kills=args.kills, rng=random.Random(1), grow_to=8,
+                                 rate=args.fault_rate, minimum=args.events, timeout=600)
+    reference = learn_file(run.events, options, work)
+    from tests.integration.helpers import canonical_state
+
+    first, diff, _ = state_difference(canonical_state(run.merged.state),
+                                      canonical_state(reference.state))
+    return {"events": len(run.events), "merged_events": run.merged.events, "kills": run.kills,
+            "partitions": len(run.merged.positions[topic]), "equal": first is None,
+            "difference": first, "max_abs": diff, "seconds": run.seconds}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=100_000)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--client", default="kafka-python", choices=["kafka-python", "confluent"])
     ap.add_argument("--rate", type=float, default=2_000.0, help="events/s during the take-over")
+    ap.add_argument("--faults", action="store_true", help="also the kill -9 / add-partitions run")
+    ap.add_argument("--kills", type=int, default=3)
+    ap.add_argument("--fault-rate", type=float, default=4_000.0, help="events/s in --faults")
     args = ap.parse_args(argv)
     texts, labels = load_sms_spam()
     make = sms_event(texts, labels)
@@ -144,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         live = f"live-{os.getpid()}"
         create_topic(info.bootstrap, live, args.partitions)
         over = takeover(info, live, args.rate, args.client, work, make)
+        fault = faults(info, args, work) if args.faults else None
     ratio = two["events_per_s"] / max(one["events_per_s"], 1e-9)
     for name, r in (("one learner", one), ("two learners", two)):
         cpu = "n/a" if r["broker_cpu_s"] is None else f"{r['broker_cpu_s']:.1f} s"
@@ -154,6 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"added learner: assigned after {over['assigned_s']:.1f} s, first checkpoint of its "
           f"partitions after {resumed:.1f} s (target <= 10 s)  "
           f"{'PASS' if resumed is not None and resumed <= 10 else 'MISS'}")
+    if fault is not None:
+        print(f"faults: {fault['events']:,} events, kills at {fault['kills']} events learned, "
+              f"{fault['partitions']} partitions, {fault['seconds']:.0f} s; merged shards "
+              f"{fault['merged_events']:,} events; equal to one uninterrupted learner: "
+              f"{'yes' if fault['equal'] else 'NO: ' + str(fault['difference'])}")
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     return 0
 
