@@ -191,6 +191,7 @@ class GroupLearner:
     def run(self) -> LearnStats:
         """Poll and learn until ``stop`` is set; then checkpoint every dirty shard."""
         start = last = self.clock()
+        logger.info("joining the group on %s (shards in %s)", self.topic, self.store)
         try:
             while not self.stop.is_set():
                 records = self.source.poll(self._want(), timeout=IDLE_POLL_SECONDS)
