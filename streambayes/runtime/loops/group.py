@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from streambayes.errors import BrokerError, UsageError
+from streambayes.runtime.loops.checkpoint import checkpoint_in_order
 from streambayes.runtime.loops.learn import IDLE_POLL_SECONDS, LearnLoop, LearnStats
 from streambayes.runtime.records.decode import Decoder
 from streambayes.runtime.records.sinks import Sink
@@ -243,10 +244,19 @@ class GroupLearner:
         dirty = [p for p in chosen if p in self.shards and self.shards[p].unsaved]
         if not dirty:
             return []
-        if self.dead_letters is not None:
-            self.dead_letters[0].flush()
+        infos, positions = checkpoint_in_order(self.dead_letters, lambda: self._save(dirty),
+                                               self._commit)
+        if partitions is None:
+            self._since = 0
+        logger.info("checkpoint of %s[%s]: %s", self.topic, ",".join(positions),
+                    ", ".join(i.id for i in infos))
+        return infos
+
+    def _save(self, partitions: Sequence[int]) -> tuple[list[SnapshotInfo], dict[str, int]]:
+        """Write each shard's snapshot (a shard another member wrote since is dropped instead);
+        the snapshots written and the shards' next offsets."""
         infos, positions = [], {}
-        for p in dirty:
+        for p in partitions:
             shard = self.shards[p]
             newest = (shard.loop.store.ids() or [None])[-1]
             if newest != shard.last_id:
@@ -260,13 +270,11 @@ class GroupLearner:
             infos.append(info)
             positions[str(p)] = shard.view.next
         self.stats.snapshots.extend(infos)
-        if partitions is None:
-            self._since = 0
-        if positions:
-            self.source.commit({self.topic: positions})
-        logger.info("checkpoint of %s[%s]: %s", self.topic, ",".join(positions),
-                    ", ".join(i.id for i in infos))
-        return infos
+        return infos, positions
+
+    def _commit(self, saved: tuple[list[SnapshotInfo], dict[str, int]]) -> None:
+        if saved[1]:
+            self.source.commit({self.topic: saved[1]})
 
 
 def _add(total: LearnStats, part: LearnStats) -> None:

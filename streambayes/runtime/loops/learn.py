@@ -320,12 +320,11 @@ class LearnLoop:
 
     def checkpoint(self) -> SnapshotInfo:
         """Flush dead letters, write the snapshot, then commit offsets (lag monitoring only)."""
-        if self.dead_letters is not None:
-            self.dead_letters[0].flush()
-        info = self.save()
+        from streambayes.runtime.loops.checkpoint import checkpoint_in_order
+
         commit = getattr(self.source, "commit", None)
-        if commit is not None:
-            commit(self._positions)
+        info = checkpoint_in_order(self.dead_letters, self.save,
+                                   lambda _: commit(self._positions) if commit else None)
         logger.info("snapshot %s: %d events at %s", info.id, self.events_total, self._positions)
         return info
 
