@@ -15,6 +15,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
+from streambayes.errors import BrokerError
 from streambayes.runtime.kafka.confluent import _consumer_config, _ErrorLog, _poll, _usable
 from streambayes.runtime.records.sources import Record
 from streambayes.runtime.retry import Backoff
@@ -72,6 +73,17 @@ class MemberSource:
     def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
         return _poll(self._consumer, max_records, timeout, self.topic, self._next, self._errors,
                      self._backoff)
+
+    def seek(self, positions: Mapping[str, Mapping[str, int]]) -> None:
+        """Read the named partitions this member holds on from the given offsets."""
+        held = {tp.partition for tp in self._consumer.assignment() if tp.topic == self.topic}
+        for p, offset in positions.get(self.topic, {}).items():
+            if int(p) in held:
+                try:
+                    self._consumer.seek(TopicPartition(self.topic, int(p), int(offset)))
+                except KafkaException as exc:  # reading on from elsewhere would not be exact
+                    raise BrokerError(f"seek of {self.topic}[{p}] to {offset} failed: "
+                                      f"{exc.args[0].str()}") from exc
 
     def commit(self, positions: Mapping[str, Mapping[str, int]]) -> None:
         """Commit ``positions`` for lag monitoring (best effort)."""

@@ -98,6 +98,13 @@ class MemberSource:
             raise failure
         return records
 
+    def seek(self, positions: Mapping[str, Mapping[str, int]]) -> None:
+        """Read the named partitions this member holds on from the given offsets."""
+        held = {tp.partition for tp in self._consumer.assignment()}
+        for p, offset in positions.get(self.topic, {}).items():
+            if int(p) in held:
+                self._consumer.seek(TopicPartition(self.topic, int(p)), int(offset))
+
     def commit(self, positions: Mapping[str, Mapping[str, int]]) -> None:
         """Commit ``positions`` for lag monitoring (best effort; asynchronous inside a rebalance
         callback)."""

@@ -20,8 +20,10 @@ records before its stored offset, so the merge of all shards (what ``predict`` s
 :func:`~streambayes.runtime.loops.shards.expand_shards`) equals one learner of the whole topic.
 
 Before writing a shard, the learner checks that the shard's newest snapshot is still the one it
-restored or wrote; if another member wrote it since, this member lost the partition without being
-told, and drops the shard instead of overwriting newer state.
+restored or wrote; if another member wrote it since (this member lost the partition for a while
+without being told), it restores the shard from that snapshot and reads on from its offset instead
+of overwriting it: every snapshot written is a state and the offset it reflects, so either is
+exact.
 """
 
 from __future__ import annotations
@@ -64,6 +66,9 @@ class MemberSource(Protocol):
     def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]: ...
 
     def commit(self, positions: Mapping[str, Mapping[str, int]]) -> None: ...
+
+    def seek(self, positions: Mapping[str, Mapping[str, int]]) -> None:
+        """Read the named partitions (held ones) on from the given offsets."""
 
     def close(self) -> None: ...
 
@@ -232,6 +237,10 @@ class GroupLearner:
             if shard is None:
                 logger.debug("skipped %d records of %s[%d]: not held", len(part), self.topic, p)
                 continue
+            if shard.view.next is not None and part[0].offset < shard.view.next:
+                part = [r for r in part if r.offset >= shard.view.next]  # already in the state
+                if not part:
+                    continue
             shard.loop._learn(part)
             shard.view.next = part[-1].offset + 1
             shard.unsaved += len(part)
@@ -244,26 +253,33 @@ class GroupLearner:
         dirty = [p for p in chosen if p in self.shards and self.shards[p].unsaved]
         if not dirty:
             return []
-        infos, positions = checkpoint_in_order(self.dead_letters, lambda: self._save(dirty),
-                                               self._commit)
+        infos, positions = checkpoint_in_order(
+            self.dead_letters, lambda: self._save(dirty, keep=partitions is None), self._commit)
         if partitions is None:
             self._since = 0
         logger.info("checkpoint of %s[%s]: %s", self.topic, ",".join(positions),
                     ", ".join(i.id for i in infos))
         return infos
 
-    def _save(self, partitions: Sequence[int]) -> tuple[list[SnapshotInfo], dict[str, int]]:
-        """Write each shard's snapshot (a shard another member wrote since is dropped instead);
-        the snapshots written and the shards' next offsets."""
+    def _save(self, partitions: Sequence[int], keep: bool = True
+              ) -> tuple[list[SnapshotInfo], dict[str, int]]:
+        """Write each shard's snapshot and return those written and the shards' next offsets.
+
+        A shard another member wrote since this one restored or wrote it (this member lost the
+        partition for a while without hearing of it) is not overwritten: it is restored again
+        from that newest snapshot and, if ``keep`` (still held), read on from its offset."""
         infos, positions = [], {}
         for p in partitions:
             shard = self.shards[p]
             newest = (shard.loop.store.ids() or [None])[-1]
             if newest != shard.last_id:
-                logger.error("%s[%d]: shard snapshot %s was written by another learner (this one "
-                             "knew %s); dropping the shard instead of overwriting it", self.topic,
-                             p, newest, shard.last_id)
+                logger.warning("%s[%d]: shard snapshot %s was written by another learner (this "
+                               "one knew %s); restoring it instead of overwriting it", self.topic,
+                               p, newest, shard.last_id)
                 self._drop(p)
+                if keep:
+                    self.shards[p] = self._restore(p)
+                    self.source.seek({self.topic: {str(p): self.shards[p].view.next or 0}})
                 continue
             info = shard.loop.save()
             shard.last_id, shard.unsaved = info.id, 0
