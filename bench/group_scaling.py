@@ -85,9 +85,11 @@ def scale(info, topic: str, n: int, members: int, client: str, work: Path) -> di
         seconds = max(time.monotonic() - t0, 1e-9)  # too few events: all in the first checkpoint
     finally:
         cpu1 = cpu_seconds(getattr(info.handle, "process", None))
+        learners_cpu = sum(cpu_seconds(p) or 0.0 for p in procs)  # start-up included
         stop_all(procs)
     broker = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
-    return {"events_per_s": (n - e0) / seconds, "seconds": seconds, "broker_cpu_s": broker}
+    return {"events_per_s": (n - e0) / seconds, "seconds": seconds, "broker_cpu_s": broker,
+            "learners_cpu_s": learners_cpu}
 
 
 def _when(log: Path, what: str) -> float | None:
@@ -184,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, r in (("one learner", one), ("two learners", two)):
         cpu = "n/a" if r["broker_cpu_s"] is None else f"{r['broker_cpu_s']:.1f} s"
         print(f"{name:>13}: {r['events_per_s']:>9,.0f} events/s over {r['seconds']:.1f} s; "
-              f"broker CPU {cpu}")
+              f"broker CPU {cpu}; learners' CPU {r['learners_cpu_s']:.1f} s")
     print(f"two / one: {ratio:.2f}x (target >= 1.4x)  {'PASS' if ratio >= 1.4 else 'MISS'}")
     resumed = over["resumed_s"]
     print(f"added learner (from its launch): started {over['started_s']:.1f} s, assigned "
