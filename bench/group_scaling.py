@@ -1,17 +1,18 @@
 """Group-managed learners: scale-out and take-over on a local broker (issue 12 targets).
 
 1. **Scale-out.** ``--events`` SMS events are produced first to a ``--partitions``-partition
-   topic; then one ``streambayes learn`` (no ``--partitions``: a consumer group, one shard per
-   partition) learns them all, and then two learners in one new group do. Rate = events learned
-   between the first and the last checkpoint / that time (start-up excluded), for both; the
-   broker's CPU seconds over each phase are printed. Target: two >= 1.4x one.
+   topic; then one static learner (``--partitions 0,1,...``), one ``streambayes learn`` without
+   ``--partitions`` (a consumer group, one shard per partition), and two learners in one new
+   group learn them all. Rate = events learned between the first and the last checkpoint / that
+   time (start-up excluded); the broker's and the learners' CPU seconds over each phase are
+   printed. Target: two >= 1.4x one.
+2. **Take-over.** While events arrive at ``--rate``, a second learner joins a running one; the
+   time from its launch to its start-up, its assignment and its first checkpoint (it learned and
+   saved events of the partitions it took over) is read from its log. Target: <= 10 s.
 3. **Faults** (``--faults``): three learners in one group on a 6-partition topic while
    ``--events`` events arrive at ``--fault-rate``; members killed with ``kill -9`` and started,
    the topic grown to 8 partitions; the merged shards are compared, array for array, with one
    uninterrupted learner of the same events (:mod:`streambayes.devtools.group_kills`).
-2. **Take-over.** While events arrive at ``--rate``, a second learner joins a running one; the
-   time from its launch to its assignment and to its first checkpoint (it learned and saved events
-   of the partitions it took over) is read from its log. Target: <= 10 s.
 
     python bench/group_scaling.py                   # 100,000 events, kafka-python
     python bench/group_scaling.py --client confluent --events 30000
@@ -57,9 +58,9 @@ def produce_all(bootstrap: str, topic: str, make, n: int) -> None:
     sink.close()
 
 
-def learners(bootstrap: str, topic: str, snaps: Path, count: int, env: dict, log: Path
-             ) -> list[subprocess.Popen]:
-    command = learn_command(f"kafka://{bootstrap}/{topic}", snaps, OPTIONS)
+def learners(bootstrap: str, topic: str, snaps: Path, count: int, env: dict, log: Path,
+             extra: tuple[str, ...] = ()) -> list[subprocess.Popen]:
+    command = learn_command(f"kafka://{bootstrap}/{topic}", snaps, [*OPTIONS, *extra])
     with open(log, "ab") as out:
         return [subprocess.Popen(command, stdout=out, stderr=out, env=env) for _ in range(count)]
 
@@ -71,13 +72,16 @@ def stop_all(procs: list[subprocess.Popen]) -> None:
         p.wait(60)
 
 
-def scale(info, topic: str, n: int, members: int, client: str, work: Path) -> dict:
-    """Learn the pre-produced topic with ``members`` learners in a fresh group."""
-    snaps = work / f"scale-{members}"
+def scale(info, topic: str, n: int, members: int, client: str, work: Path,
+          extra: tuple[str, ...] = ()) -> dict:
+    """Learn the pre-produced topic with ``members`` learners in a fresh group (``extra``
+    options: ``--partitions ...`` for the static learner)."""
+    snaps = work / f"scale-{members}{'-static' if extra else ''}"
     env = {**os.environ, "STREAMBAYES_KAFKA_CLIENT": client,
            "STREAMBAYES_KAFKA_GROUP": f"scale-{members}-{topic}"}
     cpu0 = cpu_seconds(getattr(info.handle, "process", None))
-    procs = learners(info.bootstrap, topic, snaps, members, env, work / f"scale-{members}.log")
+    procs = learners(info.bootstrap, topic, snaps, members, env, work / f"scale-{members}.log",
+                     extra)
     try:
         wait_until(lambda: events_in(snaps) > 0, 120, "a first checkpoint", step=0.02)
         t0, e0 = time.monotonic(), events_in(snaps)
@@ -176,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         topic = f"scale-{os.getpid()}"
         create_topic(info.bootstrap, topic, args.partitions)
         produce_all(info.bootstrap, topic, make, args.events)
+        static = scale(info, topic, args.events, 1, args.client, work,
+                       ("--partitions", ",".join(map(str, range(args.partitions)))))
         one = scale(info, topic, args.events, 1, args.client, work)
         two = scale(info, topic, args.events, 2, args.client, work)
         live = f"live-{os.getpid()}"
@@ -183,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         over = takeover(info, live, args.rate, args.client, work, make)
         fault = faults(info, args, work) if args.faults else None
     ratio = two["events_per_s"] / max(one["events_per_s"], 1e-9)
-    for name, r in (("one learner", one), ("two learners", two)):
+    for name, r in (("static", static), ("one learner", one), ("two learners", two)):
         cpu = "n/a" if r["broker_cpu_s"] is None else f"{r['broker_cpu_s']:.1f} s"
         print(f"{name:>13}: {r['events_per_s']:>9,.0f} events/s over {r['seconds']:.1f} s; "
               f"broker CPU {cpu}; learners' CPU {r['learners_cpu_s']:.1f} s")
