@@ -278,3 +278,20 @@ def test_per_key_on_a_topic_without_partitions_is_refused_before_connecting(tmp_
     job = LearnJob(source="kafka://127.0.0.1:1/t", snapshots=tmp_path / "s", per_key=True)
     with pytest.raises(UsageError, match="needs --partitions"):
         run_learn(job, Settings())
+
+
+def test_the_predictor_finds_a_shard_added_later_at_its_next_check():
+    group, store = FakeGroup({0: 20}), MemorySnapshotStore()
+    a = FakeMember(group, "a")
+    gl = learner(a, store)
+    a.pending.append(("assigned", [0]))
+    drive(gl, a, 2)
+    gl.checkpoint()
+    watcher = ModelWatcher([store])
+    assert watcher.check() and watcher.current.events == 18
+    group.add_partition(1, 10)
+    a.pending.append(("assigned", [1]))
+    drive(gl, a, 1)
+    gl.checkpoint()
+    assert watcher.check() and watcher.current.events == 18 + 9
+    assert watcher.current.positions == {TOPIC: {"0": 20, "1": 10}}
