@@ -472,18 +472,30 @@ def _run_snapshot(args: argparse.Namespace, settings: Settings) -> int:
     if not args.dir.is_dir():
         raise UsageError(f"no snapshot directory {args.dir}")
     (store,) = open_stores([args.dir], settings)
+    shards = {str(getattr(s, "directory", s)): s for s in expand_shards([store]) if s is not store}
     if args.action == "ls":
-        for info in store.list(check_build):
-            state = "ok" if info.ok else f"CORRUPT ({info.error})"
-            print(f"{info.id}  {info.created_at or '-':<32}  {info.model or '-':<6}  "
-                  f"{info.events if info.events is not None else '-':>10}  {info.size:>10}  {state}")
+        for where, one in (shards or {"": store}).items():  # a group's shards: DIR/partition-*
+            _list_snapshots(one.list(check_build), f"{Path(where).name}/" if where else "")
         return 0
+    if shards and not args.id:  # the newest snapshot of each partition shard
+        print(json.dumps({Path(w).name: summarize(s.latest_header(check_build) or {})
+                          for w, s in shards.items()}, indent=2, ensure_ascii=False))
+        return 0
+    if shards:
+        raise UsageError(f"{args.dir} holds partition shards: show one with DIR/<shard> --id")
     header = (store.load(args.id, check_build).header if args.id
               else store.latest_header(check_build))
     if header is None:
         raise UsageError(f"{args.dir} holds no snapshot")
     print(json.dumps(summarize(header), indent=2, ensure_ascii=False))
     return 0
+
+
+def _list_snapshots(infos: list, prefix: str = "") -> None:
+    for info in infos:
+        state = "ok" if info.ok else f"CORRUPT ({info.error})"
+        print(f"{prefix}{info.id}  {info.created_at or '-':<32}  {info.model or '-':<6}  "
+              f"{info.events if info.events is not None else '-':>10}  {info.size:>10}  {state}")
 
 
 def _run_demo(args: argparse.Namespace, settings: Settings) -> int:

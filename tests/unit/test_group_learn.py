@@ -295,3 +295,24 @@ def test_the_predictor_finds_a_shard_added_later_at_its_next_check():
     gl.checkpoint()
     assert watcher.check() and watcher.current.events == 19 + 9
     assert watcher.current.positions == {TOPIC: {"0": 20, "1": 10}}
+
+
+def test_snapshot_ls_and_show_of_a_group_directory_list_its_shards(tmp_path, capsys):
+    from streambayes.cli import main
+    from streambayes.snapshot import SnapshotStore
+
+    group, store = FakeGroup({0: 20, 1: 31}), SnapshotStore(tmp_path / "group")
+    a = FakeMember(group, "a")
+    gl = learner(a, store)
+    a.pending.append(("assigned", [0, 1]))
+    drive(gl, a, 3)
+    gl.checkpoint()
+    capsys.readouterr()
+    assert main(["snapshot", "ls", str(tmp_path / "group")]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in listed] == [f"{shard_name(TOPIC, 0)}/000001",
+                                                    f"{shard_name(TOPIC, 1)}/000001"]
+    assert main(["snapshot", "show", str(tmp_path / "group")]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert {k: v["events"] for k, v in shown.items()} == {shard_name(TOPIC, 0): 19,
+                                                         shard_name(TOPIC, 1): 29}
