@@ -202,7 +202,8 @@ def _add_learn_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dead-letter", metavar="URI",
                    help="bad records: a JSONL file or kafka://HOST:PORT/TOPIC (default: logged)")
     p.add_argument("--partitions", type=_partition_list, metavar="0,1,...",
-                   help="Kafka partitions this learner owns (default: all; scale-out shards)")
+                   help="Kafka partitions this learner owns, assigned statically (default: "
+                   "join the consumer group, one state shard per partition it is given)")
     p.add_argument("--batch-size", type=_positive_int, default=1000, metavar="N",
                    help="records per mini-batch (default: 1000)")
     p.add_argument("--follow", action="store_true", help="with a file: wait for appended lines")
@@ -488,36 +489,56 @@ def _merged_config(dirs: list, merged: Any) -> dict:
 def _run_snapshot(args: argparse.Namespace, settings: Settings) -> int:
     from functools import partial
 
-    from streambayes.runtime.loops.shards import latest_all, merge_snapshots, open_stores, store_options
+    from streambayes.runtime.loops.shards import (
+        expand_shards,
+        latest_all,
+        merge_snapshots,
+        open_stores,
+        store_options,
+    )
     from streambayes.runtime.loops.spill import check_build, restore_model
     from streambayes.snapshot.store import summarize
 
     if args.action == "merge":
-        snaps = latest_all(open_stores(args.dirs, settings))
+        stores = expand_shards(open_stores(args.dirs, settings))  # a group's partition shards
+        snaps = latest_all(stores)
         if snaps is None:
             raise UsageError("every shard directory needs a snapshot to merge")
         merged = merge_snapshots(snaps, partial(restore_model, **store_options(settings)))
         (store,) = open_stores([args.to], settings)
         info = store.write(merged.model.to_state(), model=merged.name, positions=merged.positions,
                            events=merged.events,
-                           config=_merged_config(args.dirs, merged))
+                           config=_merged_config([getattr(s, "directory", s) for s in stores],
+                                                 merged))
         print(f"merged {len(snaps)} snapshots ({merged.events} events) into {args.to} as {info.id}")
         return 0
     if isinstance(args.dir, Path) and not args.dir.is_dir():
         raise UsageError(f"no snapshot directory {args.dir}")
     (store,) = open_stores([args.dir], settings)
+    shards = {str(getattr(s, "directory", s)): s for s in expand_shards([store]) if s is not store}
     if args.action == "ls":
-        for info in store.list(check_build):
-            state = "ok" if info.ok else f"CORRUPT ({info.error})"
-            print(f"{info.id}  {info.created_at or '-':<32}  {info.model or '-':<6}  "
-                  f"{info.events if info.events is not None else '-':>10}  {info.size:>10}  {state}")
+        for where, one in (shards or {"": store}).items():  # a group's shards: DIR/partition-*
+            _list_snapshots(one.list(check_build), f"{Path(where).name}/" if where else "")
         return 0
+    if shards and not args.id:  # the newest snapshot of each partition shard
+        print(json.dumps({Path(w).name: summarize(s.latest_header(check_build) or {})
+                          for w, s in shards.items()}, indent=2, ensure_ascii=False))
+        return 0
+    if shards:
+        raise UsageError(f"{args.dir} holds partition shards: show one with DIR/<shard> --id")
     header = (store.load(args.id, check_build).header if args.id
               else store.latest_header(check_build))
     if header is None:
         raise UsageError(f"{args.dir} holds no snapshot")
     print(json.dumps(summarize(header), indent=2, ensure_ascii=False))
     return 0
+
+
+def _list_snapshots(infos: list, prefix: str = "") -> None:
+    for info in infos:
+        state = "ok" if info.ok else f"CORRUPT ({info.error})"
+        print(f"{prefix}{info.id}  {info.created_at or '-':<32}  {info.model or '-':<6}  "
+              f"{info.events if info.events is not None else '-':>10}  {info.size:>10}  {state}")
 
 
 def _run_demo(args: argparse.Namespace, settings: Settings) -> int:

@@ -38,7 +38,7 @@ class KillRun:
 
     kills: list[int] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
-    snapshot: Snapshot | None = None
+    snapshot: Any = None  # the final Snapshot, or the Merged shards of a group learner
     seconds: float = 0.0
 
 
@@ -118,8 +118,10 @@ def learn_command(source: str, snapshots: Path, options: Sequence[str]) -> list[
 
 def events_in(snapshots: Path) -> int:
     """Events in the newest snapshot (0 when there is none yet)."""
-    header = SnapshotStore(snapshots).latest_header()
-    return 0 if header is None else int(header["events"])
+    from streambayes.runtime.loops.shards import newest_summary
+
+    summary = newest_summary(snapshots)  # one learner's snapshot, or a group's shards summed
+    return 0 if summary is None else int(summary["events"])
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, what: str, step: float = 0.05) -> None:
@@ -135,10 +137,11 @@ class _Producer(threading.Thread):
     set and at least ``minimum`` events are out; ``produced`` lists what was sent."""
 
     def __init__(self, bootstrap: str, topic: str, make: Event, rate: float, minimum: int,
-                 block: int = 250) -> None:
+                 block: int = 250, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.make = bootstrap, topic, make
         self.rate, self.minimum, self.block = rate, minimum, block
+        self.options = options  # of the kafka-python producer
         self.stop = threading.Event()
         self.produced: list[dict] = []
         self.error: BaseException | None = None
@@ -148,7 +151,7 @@ class _Producer(threading.Thread):
         from streambayes.runtime.kafka import kafka_python
 
         try:
-            sink = kafka_python.KafkaSink(self.bootstrap)
+            sink = kafka_python.KafkaSink(self.bootstrap, options=self.options)
             start = time.monotonic()
             while not (self.stop.is_set() and len(self.produced) >= self.minimum):
                 for _ in range(self.block):
@@ -208,7 +211,9 @@ def learn_with_kills(bootstrap: str, topic: str, make: Event, options: Sequence[
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    run.snapshot = SnapshotStore(snaps).latest()
+    from streambayes.runtime.loops.shards import newest_state
+
+    run.snapshot = newest_state(snaps)  # a group learner's shards, merged
     run.seconds = time.monotonic() - start
     return run
 

@@ -22,7 +22,7 @@ from streambayes.devtools.hostile import hostile_records
 from streambayes.runtime.kafka import kafka_python
 from streambayes.runtime.loops.learn import LearnJob, run_learn
 from streambayes.runtime.loops.predict import PredictJob, run_predict
-from streambayes.snapshot import SnapshotStore
+from streambayes.runtime.loops.shards import newest_summary
 from tests.integration.helpers import GROUP_OPTIONS, Background, encode, sms_events, wait_until
 
 SETTINGS = Settings()
@@ -41,7 +41,7 @@ def _mixed(good: list[bytes], bad: list[bytes]) -> list[bytes]:
 
 
 def _accounted_position(directory) -> int:
-    header = SnapshotStore(directory).latest_header()
+    header = newest_summary(directory)
     return 0 if header is None else sum(sum(p.values()) for p in header["positions"].values())
 
 
@@ -66,7 +66,7 @@ def test_hostile_records_through_kafka_learn_and_predict(bootstrap, new_topic, t
     stats = loop.result(60)
     letters = [json.loads(r.value) for r in kafka_python.wait_for_records(
         bootstrap, dlq, sum(stats.dead_letters.values()), timeout=30)]
-    header = SnapshotStore(snaps).latest_header()
+    header = newest_summary(snaps)
     assert header["events"] + len(letters) == len(train)
     assert header["events"] >= 400 and all(d["reason"] for d in letters)
     truncated = [d for d in letters if d.get("truncated")]

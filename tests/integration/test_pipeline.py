@@ -14,7 +14,13 @@ from streambayes.config import Settings
 from streambayes.runtime.kafka import kafka_python
 from streambayes.runtime.loops.learn import LearnJob, run_learn
 from streambayes.runtime.loops.predict import PredictJob, run_predict
-from streambayes.runtime.loops.shards import latest_all, merge_snapshots, open_stores
+from streambayes.runtime.loops.shards import (
+    latest_all,
+    merge_snapshots,
+    newest_state,
+    newest_summary,
+    open_stores,
+)
 from streambayes.snapshot import SnapshotStore
 from tests.integration.helpers import (
     BAD_RECORDS,
@@ -47,7 +53,7 @@ def learner(bootstrap, topic, directory, *, partitions=None, dead=None, every=10
 
 
 def learned(directory) -> int:
-    header = SnapshotStore(directory).latest_header()
+    header = newest_summary(directory)  # a group learner's shards, summed
     return 0 if header is None else header["events"]
 
 
@@ -80,7 +86,7 @@ def test_round_trip_sms(bootstrap, new_topic, tmp_path):
     out = kafka_python.wait_for_records(bootstrap, posteriors, len(test), timeout=10)
     ids = Counter(json.loads(r.value)["id"] for r in out)
     assert ids == Counter(e["id"] for e in test), "exactly one posterior per event id"
-    newest = SnapshotStore(snaps).latest().id
+    newest = newest_summary(snaps)["id"]
     first = json.loads(out[0].value)
     assert first["snapshot"] == newest and first["model"] == "nb"
     assert set(first["posterior"]) == {"ham", "spam"} and first["decision"] in ("ham", "spam")
@@ -164,7 +170,7 @@ def test_two_learners_merged_equal_one_on_all_partitions(bootstrap, new_topic, t
     assert main(["snapshot", "merge", str(dirs["a"]), str(dirs["b"]),
                  "--to", str(tmp_path / "merged")]) == 0
     merged = SnapshotStore(tmp_path / "merged").latest()
-    whole = SnapshotStore(dirs["all"]).latest()
+    whole = newest_state(dirs["all"])  # a group learner: its partition shards, merged
     assert merged.events == whole.events == len(events)
     assert merged.positions == whole.positions
     assert_states_equal(canonical_state(merged.state), canonical_state(whole.state))
@@ -223,7 +229,7 @@ def test_confluent_backend_learns_the_same_state_and_replays(bootstrap, new_topi
         wait_until(lambda d=snaps: learned(d) == len(events), 60, f"the {client} learner")
         stop.set()
         loop.result()
-        results[client] = SnapshotStore(snaps).latest()
+        results[client] = newest_state(snaps)
     assert results["confluent"].positions == results["kafka-python"].positions
     assert_states_equal(canonical_state(results["confluent"].state),
                         canonical_state(results["kafka-python"].state))

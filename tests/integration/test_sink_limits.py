@@ -16,7 +16,7 @@ from streambayes.runtime.kafka import confluent as kafka_confluent
 from streambayes.runtime.kafka import kafka_python
 from streambayes.runtime.loops.learn import LearnJob, run_learn
 from streambayes.runtime.loops.predict import PredictJob, run_predict
-from streambayes.snapshot import SnapshotStore
+from streambayes.runtime.loops.shards import newest_summary
 from tests.integration.helpers import Background, encode, sms_events, wait_until, write_jsonl
 
 BIG_JSON = b'{"id": "big", "label": "spam", "text": "' + b"a" * 1_500_000  # 1.5 MB: over the record limit
@@ -56,7 +56,7 @@ def test_dead_letters_of_huge_records_are_truncated_and_the_learner_finishes(bac
     learning = Background(lambda: run_learn(job, settings, stop))
     letters = kafka_python.wait_for_records(bootstrap, dlq, 2, timeout=60,
                                             options=BIG_FETCH["kafka-python"])
-    wait_until(lambda: (SnapshotStore(tmp_path / "snaps").latest_header() or {}).get("events") == 50,
+    wait_until(lambda: (newest_summary(tmp_path / "snaps") or {}).get("events") == 50,
                60, "the learner to learn every good event")
     stop.set()
     stats = learning.result(timeout=60)

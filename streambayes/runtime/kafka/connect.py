@@ -24,6 +24,8 @@ from streambayes.runtime.records.uri import KafkaURI, parse_uri
 
 BACKENDS = {"kafka-python": "streambayes.runtime.kafka.kafka_python",
             "confluent": "streambayes.runtime.kafka.confluent"}
+MEMBER_BACKENDS = {"kafka-python": "streambayes.runtime.kafka.member_kafka_python",
+                   "confluent": "streambayes.runtime.kafka.member_confluent"}
 REPLAY_CONNECT_SECONDS = 10.0  # replay is a batch job: an unreachable broker is an error
 DEFAULT_GROUPS = {"learn": "streambayes-learn", "predict": "streambayes-predict",
                   "replay": None}
@@ -96,3 +98,22 @@ def open_sink(uri: str | KafkaURI | Path, settings: Settings, *, stop: threading
     module = backend(settings)
     return module.KafkaSink(target.bootstrap, options=client_options(settings, "producer"),
                             stop=stop, deadline=settings.kafka_delivery_deadline), target.topic
+
+
+def open_member_source(uri: str | KafkaURI, settings: Settings, *,
+                       stop: threading.Event | None = None) -> Any:
+    """A learner's consumer-group member (cooperative-sticky assignor) on a Kafka topic; its
+    ``listener`` hears which partitions it gains and gives up
+    (:mod:`streambayes.runtime.loops.group`)."""
+    target = parse_uri(uri) if isinstance(uri, str) else uri
+    if isinstance(target, Path):
+        raise UsageError("a consumer group reads a Kafka topic, not a file")
+    backend(settings)  # checks that the client is installed
+    module = importlib.import_module(MEMBER_BACKENDS[settings.kafka_client])
+    timeouts = group_timeouts(settings.kafka_client, settings.kafka_session_timeout_ms,
+                              settings.kafka_heartbeat_interval_ms,
+                              settings.kafka_max_poll_interval_ms)
+    options = {**timeouts, **client_options(settings, "consumer")}
+    group = settings.kafka_group or DEFAULT_GROUPS["learn"]
+    return module.MemberSource(target.bootstrap, target.topic, group=group, options=options,
+                               stop=stop)

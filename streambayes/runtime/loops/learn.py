@@ -318,8 +318,17 @@ class LearnLoop:
 
     def checkpoint(self) -> SnapshotInfo:
         """Flush dead letters, write the snapshot, then commit offsets (lag monitoring only)."""
-        if self.dead_letters is not None:
-            self.dead_letters[0].flush()
+        from streambayes.runtime.loops.checkpoint import checkpoint_in_order
+
+        commit = getattr(self.source, "commit", None)
+        info = checkpoint_in_order(self.dead_letters, self.save,
+                                   lambda _: commit(self._positions) if commit else None)
+        logger.info("snapshot %s: %d events at %s", info.id, self.events_total, self._positions)
+        return info
+
+    def save(self) -> SnapshotInfo:
+        """Write the snapshot of the state and positions (the middle step of :meth:`checkpoint`;
+        the group learner's checkpoint calls it per partition shard)."""
         positions = merge_positions(self._positions, self.source.positions())
         state = self.model.to_state()
         config = self.config
@@ -334,10 +343,6 @@ class LearnLoop:
             self.on_checkpoint(info, state)
         self.stats.snapshots.append(info)
         self._unsaved = 0
-        commit = getattr(self.source, "commit", None)
-        if commit is not None:
-            commit(positions)
-        logger.info("snapshot %s: %d events at %s", info.id, self.events_total, positions)
         return info
 
 
@@ -346,7 +351,12 @@ def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = 
     from streambayes.runtime.kafka.connect import open_sink, open_source
     from streambayes.runtime.loops.replay import build_models
     from streambayes.runtime.loops.spill import SPILL_DIR, new_per_key, spill_hooks
+    from streambayes.runtime.records.uri import parse_uri
 
+    if job.partitions is None and not isinstance(parse_uri(job.source), Path):
+        from streambayes.runtime.loops.group import run_group_learn
+
+        return run_group_learn(job, settings, stop)  # a Kafka topic: join the consumer group
     stop = stop or threading.Event()
     source = open_source(job.source, settings, role="learn", partitions=job.partitions,
                          fmt=job.format, stop=stop, follow=job.follow)

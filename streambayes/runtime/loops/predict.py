@@ -31,7 +31,14 @@ import numpy as np
 from streambayes.config import Settings
 from streambayes.errors import FeatureError, LimitError, ModelError, SnapshotError, UsageError
 from streambayes.runtime.loops.learn import is_per_key, keyed_events, send_dead_letter
-from streambayes.runtime.loops.shards import Merged, latest_all, merge_snapshots, open_stores, store_options
+from streambayes.runtime.loops.shards import (
+    Merged,
+    expand_shards,
+    latest_all,
+    merge_snapshots,
+    open_stores,
+    store_options,
+)
 from streambayes.runtime.records.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.records.events import DeadLetter, Posterior
 from streambayes.runtime.records.sinks import MessageTooLarge, Sink
@@ -84,11 +91,13 @@ class ModelWatcher:
         self.stores = list(stores)
         self.restore = restore  # snapshot -> learner (None: merge_snapshots' default)
         self.per_key = per_key  # refuse a model that is not per-key
+        self.shards = self.stores  # the stores, each group learner's replaced by its shards
         self.current: Merged | None = None
         self._seen: tuple[str | None, ...] = ()
 
     def _newest_ids(self) -> tuple[str | None, ...]:
-        return tuple((store.ids() or [None])[-1] for store in self.stores)
+        self.shards = expand_shards(self.stores)  # partition shards: found again at each check
+        return tuple((store.ids() or [None])[-1] for store in self.shards)
 
     def check(self) -> bool:
         """Load the newest snapshots if any store has a new one; True when the model changed.
@@ -104,7 +113,7 @@ class ModelWatcher:
         if newest == self._seen:
             return False
         try:
-            snaps = latest_all(self.stores)
+            snaps = latest_all(self.shards)
             if snaps is None:
                 return False  # a shard has no snapshot yet: keep what we serve
             self._seen = newest

@@ -34,6 +34,15 @@ class Merged:
         """The snapshot id(s) reported in posteriors: ``000042`` or ``000042+000017``."""
         return "+".join(self.ids)
 
+    @property
+    def id(self) -> str:
+        """:attr:`label`, so a merge reads like a snapshot (``.id``, ``.state``, ``.events``)."""
+        return self.label
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return self.model.to_state()
+
 
 def open_stores(directories: Sequence[Path | str], settings: Any = None) -> list[BaseSnapshotStore]:
     """A store per directory or store URI (``kafka://``, ``s3://``: :mod:`streambayes.runtime.stores`),
@@ -55,6 +64,22 @@ def store_options(settings: Any) -> dict[str, Any]:
         return {}
     key = settings.snapshot_key.get_secret_value().encode() if settings.snapshot_key else None
     return {"limits": ReadLimits(settings.snapshot_max_bytes, settings.snapshot_max_ratio), "key": key}
+
+
+def expand_shards(stores: Sequence[BaseSnapshotStore]) -> list[BaseSnapshotStore]:
+    """Each store, or in its place its partition shards when it holds shards and no snapshot of
+    its own (the state of group-managed learners, :mod:`~streambayes.runtime.loops.group`).
+    Called at every reload, so shards of partitions added later are found."""
+    from streambayes.runtime.loops.group import SHARD_PREFIX
+
+    out: list[BaseSnapshotStore] = []
+    for store in stores:
+        shards = [name for name in store.children() if name.startswith(SHARD_PREFIX)]
+        if shards and not store.ids():
+            out.extend(store.child(name) for name in shards)
+        else:
+            out.append(store)
+    return out
 
 
 def latest_all(stores: Sequence[BaseSnapshotStore]) -> list[Snapshot] | None:
@@ -121,3 +146,26 @@ def _learner(snap: Snapshot, restore: Callable[[Snapshot], Any]) -> Any:
     except Exception as exc:  # any failure to rebuild: the snapshot is bad, not the process
         raise SnapshotError(f"snapshot {snap.id} does not rebuild a model: "
                             f"{type(exc).__name__}: {exc}") from exc
+
+
+def newest_summary(directory: Path | str | BaseSnapshotStore) -> dict[str, Any] | None:
+    """``{"id", "events", "positions"}`` of the state a directory serves, from headers only: its
+    newest snapshot, or its partition shards' newest ones summed (None: nothing yet)."""
+    store = directory if isinstance(directory, BaseSnapshotStore) else SnapshotStore(directory)
+    headers = [s.latest_header() for s in expand_shards([store])]
+    if not headers or any(h is None for h in headers):
+        return None
+    positions: dict[str, dict[str, int]] = {}
+    for h in headers:
+        for topic, parts in h["positions"].items():
+            positions.setdefault(topic, {}).update({str(p): int(o) for p, o in parts.items()})
+    return {"id": "+".join(h["id"] for h in headers), "positions": positions,
+            "events": sum(int(h["events"]) for h in headers)}
+
+
+def newest_state(directory: Path | str | BaseSnapshotStore) -> Merged | None:
+    """The learner a directory serves: its newest good snapshot, or the merge of its partition
+    shards' newest good ones (None: nothing yet)."""
+    store = directory if isinstance(directory, BaseSnapshotStore) else SnapshotStore(directory)
+    snaps = latest_all(expand_shards([store]))
+    return None if snaps is None else merge_snapshots(snaps)

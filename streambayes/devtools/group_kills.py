@@ -1,0 +1,125 @@
+"""``kill -9`` and start members of a learner group mid-stream, for tests and benchmarks.
+
+:func:`learn_group_with_kills` produces events to a multi-partition topic while ``members``
+``streambayes learn`` processes (no ``--partitions``: one consumer group, one shard per partition
+in one snapshot directory) consume them. Whenever the shards show progress, the oldest member
+(it holds partitions) is killed with SIGKILL and a new one started; partitions may be added to
+the topic mid-stream. The producer goes on until every kill has happened, then stops; the group
+catches up and every member is stopped with SIGTERM. Compare the merged state with :func:`~.kills.learn_file`.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from streambayes.devtools.kills import Event, _Producer, events_in, learn_command, wait_until
+
+
+@dataclass
+class GroupRun:
+    """What :func:`learn_group_with_kills` did: events in the shards at each kill, the events
+    produced, the merged final state, the members started in all, and the wall time."""
+
+    kills: list[int] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+    merged: Any = None
+    started: int = 0
+    seconds: float = 0.0
+
+
+def add_partitions(bootstrap: str, topic: str, total: int) -> None:
+    """Grow ``topic`` to ``total`` partitions (the producer's keys then spread over them too)."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewPartitions
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_partitions({topic: NewPartitions(total_count=total)})
+    finally:
+        admin.close()
+
+
+class Members:
+    """The learner processes of one group, all writing one snapshot directory."""
+
+    def __init__(self, command: list[str], env: dict[str, str], log: Path) -> None:
+        self.command, self.env, self.log = command, env, log
+        self.live: list[subprocess.Popen] = []
+        self.started = 0
+
+    def start(self) -> None:
+        with open(self.log, "ab") as out:
+            self.live.append(subprocess.Popen(self.command, stdout=out, stderr=out, env=self.env))
+        self.started += 1
+
+    def kill(self) -> None:
+        """SIGKILL the oldest live member: it has held partitions since the group settled."""
+        proc = self.live.pop(0)
+        if proc.poll() is not None:
+            raise RuntimeError(f"a learner exited early ({proc.returncode}): see {self.log}")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+    def stop(self, timeout: float) -> None:
+        for proc in self.live:
+            proc.send_signal(signal.SIGTERM)
+        codes = [proc.wait(timeout) for proc in self.live]
+        self.live = []
+        if any(codes):
+            raise RuntimeError(f"learners exited {codes} on SIGTERM: see {self.log}")
+
+    def close(self) -> None:
+        for proc in self.live:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def learn_group_with_kills(bootstrap: str, topic: str, make: Event, options: Sequence[str],
+                           workdir: Path, *, members: int, kills: int, rng: random.Random,
+                           grow_to: int | None = None, rate: float = 2_000,
+                           minimum: int = 2_000, max_pause: float = 0.6,
+                           timeout: float = 120.0) -> GroupRun:
+    """Learn ``kafka://bootstrap/topic`` with ``members`` group learners while producing events;
+    ``kills`` times, once the shards show progress, kill the oldest member (SIGKILL) and start a
+    new one; after the first kill, grow the topic to ``grow_to`` partitions (if given).
+    Shards go to ``workdir/snaps``, the members' output to ``workdir/learners.log``."""
+    from streambayes.runtime.loops.shards import newest_state
+
+    snaps, run = workdir / "snaps", GroupRun()
+    command = learn_command(f"kafka://{bootstrap}/{topic}", snaps, options)
+    env = {**os.environ, "PYTHONHASHSEED": "random",
+           "STREAMBAYES_KAFKA_GROUP": f"learners-{topic}"}
+    group = Members(command, env, workdir / "learners.log")
+    start = time.monotonic()
+    producer = _Producer(bootstrap, topic, make, rate, minimum,  # sees added partitions at once
+                         options={"metadata_max_age_ms": 500})
+    try:
+        for _ in range(members):
+            group.start()
+        for k in range(kills):
+            seen = events_in(snaps)
+            wait_until(lambda s=seen: events_in(snaps) > s, timeout, "progress before a kill")
+            time.sleep(rng.uniform(0.0, max_pause))
+            group.kill()
+            run.kills.append(events_in(snaps))
+            group.start()
+            if k == 0 and grow_to is not None:
+                add_partitions(bootstrap, topic, grow_to)
+        run.events = producer.finish(timeout)
+        wait_until(lambda: events_in(snaps) >= len(run.events), timeout, "the group to catch up")
+        group.stop(timeout)
+    finally:
+        producer.stop.set()
+        group.close()
+    run.merged, run.started = newest_state(snaps), group.started
+    run.seconds = time.monotonic() - start
+    return run

@@ -1,0 +1,100 @@
+"""A consumer-group member with the cooperative-sticky assignor, through confluent-kafka.
+
+The same :class:`MemberSource` as :mod:`~streambayes.runtime.kafka.member_kafka_python`. librdkafka
+calls the rebalance callbacks from inside ``consume`` on the caller's thread, so the listener's
+checkpoint commits synchronously. New partitions are assigned with their start offsets in the
+assignment (``incremental_assign``), which is librdkafka's way to seek at assignment.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+
+from streambayes.errors import BrokerError
+from streambayes.runtime.kafka.confluent import _consumer_config, _ErrorLog, _poll, _usable
+from streambayes.runtime.records.sources import Record
+from streambayes.runtime.retry import Backoff
+
+logger = logging.getLogger(__name__)
+
+
+class MemberSource:
+    """Records of ``topic`` for the partitions the group gives this member."""
+
+    def __init__(self, bootstrap: str, topic: str, *, group: str,
+                 options: Mapping[str, Any] | None = None,
+                 stop: threading.Event | None = None, refresh_seconds: float = 5.0) -> None:
+        self.topic = topic
+        self.group = group
+        self.stop = stop or threading.Event()
+        self.listener: Any = None  # a Rebalance; set before the first poll
+        self._errors = _ErrorLog(f"group {group} on {topic}")
+        ours = {"partition.assignment.strategy": "cooperative-sticky",
+                "topic.metadata.refresh.interval.ms": int(refresh_seconds * 1000)}
+        self._consumer = _usable(lambda: Consumer(_consumer_config(
+            bootstrap, group, {**ours, **dict(options or {})}, self._errors, "earliest")))
+        self._consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                 on_lost=self._on_lost)
+        self._next: dict[int, int] = {}
+        self._backoff = Backoff(stop=self.stop)
+
+    def _mine(self, partitions: list[TopicPartition]) -> list[int]:
+        return [tp.partition for tp in partitions if tp.topic == self.topic]
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        mine = self._mine(partitions)
+        offsets = self.listener.assigned(mine) if self.listener is not None and mine else {}
+        for tp in partitions:
+            start = offsets.get(tp.partition) if tp.topic == self.topic else None
+            tp.offset = OFFSET_BEGINNING if start is None else start
+        consumer.incremental_assign(partitions)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._give_up("revoked", consumer, partitions)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._give_up("lost", consumer, partitions)
+
+    def _give_up(self, what: str, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        mine = self._mine(partitions)
+        try:
+            if self.listener is not None and mine:
+                getattr(self.listener, what)(mine)
+        finally:
+            for p in mine:
+                self._next.pop(p, None)
+            consumer.incremental_unassign(partitions)
+
+    def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
+        return _poll(self._consumer, max_records, timeout, self.topic, self._next, self._errors,
+                     self._backoff)
+
+    def seek(self, positions: Mapping[str, Mapping[str, int]]) -> None:
+        """Read the named partitions this member holds on from the given offsets."""
+        held = {tp.partition for tp in self._consumer.assignment() if tp.topic == self.topic}
+        for p, offset in positions.get(self.topic, {}).items():
+            if int(p) in held:
+                try:
+                    self._consumer.seek(TopicPartition(self.topic, int(p), int(offset)))
+                except KafkaException as exc:  # reading on from elsewhere would not be exact
+                    raise BrokerError(f"seek of {self.topic}[{p}] to {offset} failed: "
+                                      f"{exc.args[0].str()}") from exc
+
+    def commit(self, positions: Mapping[str, Mapping[str, int]]) -> None:
+        """Commit ``positions`` for lag monitoring (best effort)."""
+        offsets = [TopicPartition(self.topic, int(p), int(off))
+                   for p, off in positions.get(self.topic, {}).items()]
+        if not offsets:
+            return
+        try:
+            self._consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            logger.warning("offset commit for lag monitoring failed: %s", exc.args[0].str())
+
+    def close(self) -> None:
+        self._consumer.close()

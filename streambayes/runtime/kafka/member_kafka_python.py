@@ -1,0 +1,124 @@
+"""A consumer-group member with the cooperative-sticky assignor, through kafka-python (3.x).
+
+:class:`MemberSource` subscribes to one topic and tells its ``listener`` (a
+:class:`~streambayes.runtime.loops.group.Rebalance`, the group learner) which partitions it gains,
+gives up and loses. The listener runs inside ``poll`` on the client's I/O thread: it may write
+snapshots and flush a producer, and the positions it returns are sought there (a seek only changes
+the subscription state); the offset commit made from inside it is asynchronous, because a blocking
+consumer call on that thread is refused by kafka-python.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from kafka import KafkaConsumer, TopicPartition
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+from kafka.errors import KafkaError
+from kafka.structs import OffsetAndMetadata
+
+from streambayes.runtime.kafka.kafka_python import _BOOTSTRAP_MS, _CONNECT_ERRORS, _poll
+from streambayes.runtime.records.sources import Record
+from streambayes.runtime.retry import Backoff, retrying
+
+logger = logging.getLogger(__name__)
+
+
+class _Listener(ConsumerRebalanceListener):
+    def __init__(self, source: MemberSource) -> None:
+        self.source = source
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self.source._assigned([tp.partition for tp in assigned if tp.topic == self.source.topic])
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self.source._call("revoked", [tp.partition for tp in revoked
+                                      if tp.topic == self.source.topic])
+
+    def on_partitions_lost(self, lost: Any) -> None:
+        self.source._call("lost", [tp.partition for tp in lost if tp.topic == self.source.topic])
+
+
+class MemberSource:
+    """Records of ``topic`` for the partitions the group gives this member (see the module)."""
+
+    def __init__(self, bootstrap: str, topic: str, *, group: str,
+                 options: Mapping[str, Any] | None = None,
+                 stop: threading.Event | None = None, refresh_seconds: float = 5.0) -> None:
+        self.topic = topic
+        self.group = group
+        self.stop = stop or threading.Event()
+        self.listener: Any = None  # a Rebalance; set before the first poll
+        kwargs = dict(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                      auto_offset_reset="earliest",
+                      partition_assignment_strategy=(CooperativeStickyAssignor,),
+                      metadata_max_age_ms=int(refresh_seconds * 1000), **dict(options or {}))
+        kwargs.setdefault("bootstrap_timeout_ms", _BOOTSTRAP_MS)
+        self._consumer = retrying(lambda: KafkaConsumer(**kwargs), f"connect to {bootstrap}",
+                                  _CONNECT_ERRORS, self.stop)
+        self._consumer.subscribe([topic], listener=_Listener(self))
+        self._next: dict[int, int] = {}
+        self._in_callback = False
+        self._failure: BaseException | None = None  # a listener's error, raised by the next poll
+        self._backoff = Backoff(stop=self.stop)
+
+    def _call(self, what: str, partitions: list[int]) -> Any:
+        if self.listener is None or not partitions:
+            return {}
+        self._in_callback = True
+        try:
+            return getattr(self.listener, what)(partitions)
+        except BaseException as exc:  # kafka-python wraps it in a KafkaError: raised by poll
+            self._failure = exc
+            raise
+        finally:
+            self._in_callback = False
+            if what != "assigned":
+                for p in partitions:
+                    self._next.pop(p, None)
+
+    def _assigned(self, partitions: list[int]) -> None:
+        offsets = self._call("assigned", partitions)
+        for p in partitions:
+            tp = TopicPartition(self.topic, p)
+            if offsets.get(p) is None:
+                self._consumer.seek_to_beginning(tp)
+            else:
+                self._consumer.seek(tp, offsets[p])
+
+    def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
+        records = _poll(self._consumer, max_records, timeout, self.topic, self._next,
+                        self._backoff)
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise failure
+        return records
+
+    def seek(self, positions: Mapping[str, Mapping[str, int]]) -> None:
+        """Read the named partitions this member holds on from the given offsets."""
+        held = {tp.partition for tp in self._consumer.assignment()}
+        for p, offset in positions.get(self.topic, {}).items():
+            if int(p) in held:
+                self._consumer.seek(TopicPartition(self.topic, int(p)), int(offset))
+
+    def commit(self, positions: Mapping[str, Mapping[str, int]]) -> None:
+        """Commit ``positions`` for lag monitoring (best effort; asynchronous inside a rebalance
+        callback)."""
+        offsets = {TopicPartition(self.topic, int(p)): OffsetAndMetadata(int(off), "", -1)
+                   for p, off in positions.get(self.topic, {}).items()}
+        if not offsets:
+            return
+        try:
+            if self._in_callback:
+                self._consumer.commit_async(offsets)
+            else:
+                self._consumer.commit(offsets)
+        except KafkaError as exc:
+            logger.warning("offset commit for lag monitoring failed: %s", exc)
+
+    def close(self) -> None:
+        self._consumer.close(autocommit=False)

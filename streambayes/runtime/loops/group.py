@@ -1,0 +1,338 @@
+"""Group-managed learners (DESIGN §4, scale-out): one state shard per partition, moved by rebalances.
+
+``streambayes learn`` on a Kafka topic without ``--partitions`` joins the consumer group with the
+cooperative-sticky assignor. Each partition the member owns has its own learner and next offset:
+a *shard*, stored in ``store.child("partition-<topic>-<p>")``. The broker's rebalances move shards
+between members, so learners can be added, killed and restarted, and partitions added, with no
+manual re-sharding:
+
+- **assigned** partitions: each shard is restored from its child store (newest good snapshot) and
+  the consumer is sought to its next offset (a partition with no snapshot yet: its beginning);
+- **revoked** partitions: their shards are checkpointed, then dropped (the new owner restores
+  them from the store);
+- **lost** partitions (this member was evicted: it may no longer be the owner): dropped without a
+  write; the new owner re-learns from the last checkpoint.
+
+A checkpoint (:meth:`GroupLearner.checkpoint`, the one function owning the order) flushes the
+dead-letter sink, writes each dirty shard's snapshot, then commits the shards' offsets to the
+group (lag monitoring only: the snapshots are the truth). Each shard's state reflects exactly the
+records before its stored offset, so the merge of all shards (what ``predict`` serves, see
+:func:`~streambayes.runtime.loops.shards.expand_shards`) equals one learner of the whole topic.
+
+Before writing a shard, the learner checks that the shard's newest snapshot is still the one it
+restored or wrote; if another member wrote it since (this member lost the partition for a while
+without being told), it restores the shard from that snapshot and reads on from its offset instead
+of overwriting it: every snapshot written is a state and the offset it reflects, so either is
+exact.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from streambayes.errors import BrokerError, UsageError
+from streambayes.runtime.loops.checkpoint import checkpoint_in_order
+from streambayes.runtime.loops.learn import IDLE_POLL_SECONDS, LearnLoop, LearnStats
+from streambayes.runtime.records.decode import Decoder
+from streambayes.runtime.records.sinks import Sink
+from streambayes.runtime.records.sources import Positions, Record
+from streambayes.snapshot.store import BaseSnapshotStore, SnapshotInfo
+
+logger = logging.getLogger(__name__)
+SHARD_PREFIX = "partition-"
+
+
+def shard_name(topic: str, partition: int) -> str:
+    """The child store name of a partition's shard.
+
+    >>> shard_name("events", 3)
+    'partition-events-3'
+    """
+    return f"{SHARD_PREFIX}{topic}-{partition}"
+
+
+class MemberSource(Protocol):
+    """A consumer-group member that tells a :class:`Rebalance` listener about its partitions."""
+
+    topic: str
+    listener: Rebalance | None
+
+    def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]: ...
+
+    def commit(self, positions: Mapping[str, Mapping[str, int]]) -> None: ...
+
+    def seek(self, positions: Mapping[str, Mapping[str, int]]) -> None:
+        """Read the named partitions (held ones) on from the given offsets."""
+
+    def close(self) -> None: ...
+
+
+class Rebalance(Protocol):
+    """What a member source calls, from inside its poll, when its partitions change."""
+
+    def assigned(self, partitions: Sequence[int]) -> dict[int, int | None]:
+        """Take on ``partitions``; their next offsets (None: from the beginning)."""
+
+    def revoked(self, partitions: Sequence[int]) -> None:
+        """Give up ``partitions`` cleanly (checkpoint them first)."""
+
+    def lost(self, partitions: Sequence[int]) -> None:
+        """Forget ``partitions`` at once (another member may own them already)."""
+
+
+class PartitionView:
+    """The :class:`~streambayes.runtime.records.sources.Source` a shard's :class:`LearnLoop`
+    sees: one partition's next offset (the group learner polls the real consumer)."""
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.next: int | None = None  # None: nothing read or restored yet
+
+    def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
+        return []
+
+    def positions(self) -> Positions:
+        return {} if self.next is None else {self.topic: {str(self.partition): self.next}}
+
+    def seek(self, positions: Mapping[str, Mapping[str, int]]) -> None:
+        offset = positions.get(self.topic, {}).get(str(self.partition))
+        self.next = None if offset is None else int(offset)
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class Shard:
+    """One partition's learner, its position, and the newest snapshot id it knows of its store."""
+
+    loop: LearnLoop
+    view: PartitionView
+    last_id: str | None
+    unsaved: int = 0  # records read since this shard's last checkpoint
+
+
+class GroupLearner:
+    """Learn ``source``'s topic shard by shard; ``source.listener`` is set to this object."""
+
+    def __init__(self, source: MemberSource, decoder: Decoder, store: BaseSnapshotStore,
+                 make_model: Callable[[], Any], model_name: str | None, *,
+                 dead_letters: tuple[Sink, str] | None = None, every: int = 10_000,
+                 every_seconds: float = 60.0, batch_size: int = 1000,
+                 stop: threading.Event | None = None, config: Mapping[str, Any] | None = None,
+                 clock: Callable[[], float] = time.monotonic, calibrate: bool = True) -> None:
+        if every < 1 or batch_size < 1 or every_seconds <= 0:
+            raise UsageError("--every, --every-seconds and the batch size must be positive")
+        if store.ids():
+            raise UsageError(f"{store} holds the snapshots of one learner of all partitions; a "
+                             "group learner keeps one shard per partition: give a new --snapshots "
+                             "directory, or --partitions to keep learning with static assignment")
+        self.source, self.decoder, self.store = source, decoder, store
+        self.make_model, self.model_name = make_model, model_name
+        self.dead_letters = dead_letters
+        self.every, self.every_seconds, self.batch_size = every, every_seconds, batch_size
+        self.stop = stop or threading.Event()
+        self.config, self.clock, self.calibrate = dict(config or {}), clock, calibrate
+        self.topic = source.topic
+        self.shards: dict[int, Shard] = {}
+        self.stats = LearnStats()
+        self._since = 0  # records read since the last periodic checkpoint
+        source.listener = self
+
+    # -- the Rebalance listener -----------------------------------------------------------------
+    def assigned(self, partitions: Sequence[int]) -> dict[int, int | None]:
+        offsets: dict[int, int | None] = {}
+        for p in sorted(partitions):
+            if p not in self.shards:
+                self.shards[p] = self._restore(p)
+            offsets[p] = self.shards[p].view.next
+        logger.info("assigned %s[%s] at %s", self.topic, ",".join(map(str, sorted(partitions))),
+                    offsets)
+        return offsets
+
+    def revoked(self, partitions: Sequence[int]) -> None:
+        held = [p for p in sorted(partitions) if p in self.shards]
+        try:
+            self.checkpoint(held)
+        finally:
+            for p in held:
+                self._drop(p)
+        logger.info("revoked %s[%s]: checkpointed and dropped", self.topic,
+                    ",".join(map(str, held)))
+
+    def lost(self, partitions: Sequence[int]) -> None:
+        for p in sorted(partitions):
+            shard = self.shards.get(p)
+            if shard is None:
+                continue
+            if shard.unsaved:
+                logger.warning("lost %s[%d] with %d records not checkpointed; its new owner "
+                               "learns them again from the shard's last snapshot (exactly once)",
+                               self.topic, p, shard.unsaved)
+            self._drop(p)
+
+    def _restore(self, partition: int) -> Shard:
+        view = PartitionView(self.topic, partition)
+        child = self.store.child(shard_name(self.topic, partition))
+        loop = LearnLoop(view, self.decoder, child, self.make_model, self.model_name,
+                         dead_letters=self.dead_letters, batch_size=self.batch_size,
+                         stop=self.stop, config=self.config, clock=self.clock,
+                         calibrate=self.calibrate)
+        loop.restore()
+        self.model_name = loop.model_name  # every later shard must hold the same model
+        return Shard(loop, view, loop.stats.restored)
+
+    def _drop(self, partition: int) -> None:
+        shard = self.shards.pop(partition)
+        _add(self.stats, shard.loop.stats)
+
+    # -- learning ---------------------------------------------------------------------------------
+    def run(self) -> LearnStats:
+        """Poll and learn until ``stop`` is set; then checkpoint every dirty shard."""
+        start = last = self.clock()
+        logger.info("joining the group on %s (shards in %s)", self.topic, self.store)
+        try:
+            while not self.stop.is_set():
+                records = self.source.poll(self._want(), timeout=IDLE_POLL_SECONDS)
+                self.learn(records)
+                if self._since and (self._since >= self.every
+                                    or self.clock() - last >= self.every_seconds):
+                    self.checkpoint()
+                    last = self.clock()
+            self.checkpoint()
+        except BrokerError as exc:
+            unsaved = sum(s.unsaved for s in self.shards.values())
+            if not unsaved:
+                raise
+            raise BrokerError(f"{' '.join(str(exc).split())}; the {unsaved} records read since "
+                              "the last checkpoint are not saved: a restart learns them again "
+                              "from there (exactly once)") from exc
+        for p in list(self.shards):
+            _add(self.stats, self.shards[p].loop.stats)
+        self.stats.seconds = self.clock() - start
+        return self.stats
+
+    def _want(self) -> int:
+        """Growing polls (1, 2, 4, ... records) while the member's shards are new, as one learner
+        does; counted over all held shards (a poll may return any partition's records, so the
+        newest shard alone would keep every poll at one record)."""
+        total = sum(s.loop.events_total for s in self.shards.values())
+        return min(self.batch_size, max(1, total))
+
+    def learn(self, records: Sequence[Record]) -> None:
+        """Learn each partition's records with its shard; records of a partition this member no
+        longer holds are skipped (its new owner reads them from the shard's offset)."""
+        by_partition: dict[int, list[Record]] = {}
+        for r in records:
+            by_partition.setdefault(r.partition, []).append(r)
+        for p, part in by_partition.items():
+            shard = self.shards.get(p)
+            if shard is None:
+                logger.debug("skipped %d records of %s[%d]: not held", len(part), self.topic, p)
+                continue
+            if shard.view.next is not None and part[0].offset < shard.view.next:
+                part = [r for r in part if r.offset >= shard.view.next]  # already in the state
+                if not part:
+                    continue
+            shard.loop._learn(part)
+            shard.view.next = part[-1].offset + 1
+            shard.unsaved += len(part)
+            self._since += len(part)
+
+    def checkpoint(self, partitions: Sequence[int] | None = None) -> list[SnapshotInfo]:
+        """Checkpoint the dirty shards of ``partitions`` (None: all held), in this order: flush
+        the dead letters, write each shard's snapshot, commit their offsets to the group."""
+        chosen = sorted(self.shards) if partitions is None else sorted(partitions)
+        dirty = [p for p in chosen if p in self.shards and self.shards[p].unsaved]
+        if not dirty:
+            return []
+        infos, positions = checkpoint_in_order(
+            self.dead_letters, lambda: self._save(dirty, keep=partitions is None), self._commit)
+        if partitions is None:
+            self._since = 0
+        logger.info("checkpoint of %s[%s]: %s", self.topic, ",".join(positions),
+                    ", ".join(i.id for i in infos))
+        return infos
+
+    def _save(self, partitions: Sequence[int], keep: bool = True
+              ) -> tuple[list[SnapshotInfo], dict[str, int]]:
+        """Write each shard's snapshot and return those written and the shards' next offsets.
+
+        A shard another member wrote since this one restored or wrote it (this member lost the
+        partition for a while without hearing of it) is not overwritten: it is restored again
+        from that newest snapshot and, if ``keep`` (still held), read on from its offset."""
+        infos, positions = [], {}
+        for p in partitions:
+            shard = self.shards[p]
+            newest = (shard.loop.store.ids() or [None])[-1]
+            if newest != shard.last_id:
+                logger.warning("%s[%d]: shard snapshot %s was written by another learner (this "
+                               "one knew %s); restoring it instead of overwriting it", self.topic,
+                               p, newest, shard.last_id)
+                self._drop(p)
+                if keep:
+                    self.shards[p] = self._restore(p)
+                    self.source.seek({self.topic: {str(p): self.shards[p].view.next or 0}})
+                continue
+            info = shard.loop.save()
+            shard.last_id, shard.unsaved = info.id, 0
+            infos.append(info)
+            positions[str(p)] = shard.view.next
+        self.stats.snapshots.extend(infos)
+        return infos, positions
+
+    def _commit(self, saved: tuple[list[SnapshotInfo], dict[str, int]]) -> None:
+        if saved[1]:
+            self.source.commit({self.topic: saved[1]})
+
+
+def _add(total: LearnStats, part: LearnStats) -> None:
+    """Fold a dropped shard's counts into the member's stats (its snapshots are listed already)."""
+    total.records += part.records
+    total.events += part.events
+    total.dead_letters.update(part.dead_letters)
+    part.records = part.events = 0
+    part.dead_letters = Counter()
+
+
+def run_group_learn(job: Any, settings: Any, stop: threading.Event | None = None) -> LearnStats:
+    """``streambayes learn`` of a Kafka topic without ``--partitions``: join the group and learn
+    the partitions it gives this member, one shard each (a ``LearnJob``)."""
+    from streambayes.runtime.kafka.connect import open_member_source, open_sink
+    from streambayes.runtime.loops.learn import _decoder
+    from streambayes.runtime.loops.replay import build_models
+    from streambayes.runtime.loops.shards import store_options
+    from streambayes.runtime.records.limits import RecordLimits
+    from streambayes.snapshot import SnapshotStore
+
+    if job.per_key:
+        raise UsageError("--per-key on a Kafka topic needs --partitions (static assignment): "
+                         "per-key learners are not sharded by partition yet")
+    stop = stop or threading.Event()
+    name = job.model
+    build_models([name or "nb"], job.network, job.label_field, job.bounds)  # checks the name
+    store = SnapshotStore(job.snapshots, keep=job.keep, **store_options(settings))
+    source = open_member_source(job.source, settings, stop=stop)
+    dead = open_sink(job.dead_letter, settings, stop=stop) if job.dead_letter else None
+    try:
+        decoder = _decoder(source, job, limits=RecordLimits.from_settings(settings))
+        config = {"source": job.source, "partitions": None, "label_field": job.label_field,
+                  "format": decoder.format}
+        learner = GroupLearner(
+            source, decoder, store,
+            lambda: build_models([name or "nb"], job.network, job.label_field,
+                                 job.bounds)[name or "nb"],
+            name, dead_letters=dead, every=job.every, every_seconds=job.every_seconds,
+            batch_size=job.batch_size, stop=stop, config=config, calibrate=job.calibrate)
+        return learner.run()
+    finally:
+        source.close()
+        if dead is not None:
+            dead[0].close()

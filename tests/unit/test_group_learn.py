@@ -1,0 +1,318 @@
+"""Group-managed learners: one state shard per partition, checkpointed on revoke, restored on
+assign, merged by the predictor; scripted rebalances against in-memory partitions and stores."""
+
+import json
+import threading
+
+import pytest
+
+from streambayes.devtools.kills import state_difference
+from streambayes.errors import UsageError
+from streambayes.models import make_model
+from streambayes.runtime.loops.group import GroupLearner, shard_name
+from streambayes.runtime.loops.learn import LearnLoop
+from streambayes.runtime.loops.predict import ModelWatcher
+from streambayes.runtime.loops.shards import expand_shards, latest_all, merge_snapshots
+from streambayes.runtime.records.decode import Decoder
+from streambayes.runtime.records.sinks import MemorySink
+from streambayes.runtime.records.sources import MemorySource, Record
+from streambayes.snapshot.store import MemorySnapshotStore
+
+TOPIC = "ev"
+
+
+def event(p: int, i: int) -> bytes:
+    label = "spam" if (i * 7 + p) % 3 == 0 else "ham"
+    words = f"w{i % 7} w{(i * 3 + p) % 11} {label[0]}x{i % 5}"
+    if i % 17 == 5:
+        return b"{not json"  # a dead letter: counted in the offsets, not in the state
+    return json.dumps({"id": f"{p}-{i}", "label": label, "text": words}).encode()
+
+
+class FakeGroup:
+    """Partitions of one topic and a coordinator that hands rebalance callbacks to members,
+    which deliver them inside their next poll (as both Kafka clients do)."""
+
+    def __init__(self, sizes: dict[int, int]) -> None:
+        self.partitions = {p: [event(p, i) for i in range(n)] for p, n in sizes.items()}
+        self.log: list[str] = []
+
+    def add_partition(self, p: int, n: int) -> None:
+        self.partitions[p] = [event(p, i) for i in range(n)]
+
+
+class FakeMember:
+    def __init__(self, group: FakeGroup, name: str) -> None:
+        self.group, self.name, self.topic = group, name, TOPIC
+        self.listener = None
+        self.next: dict[int, int] = {}
+        self.pending: list[tuple[str, list[int]]] = []
+        self.committed: dict[int, int] = {}
+
+    def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
+        while self.pending:
+            what, parts = self.pending.pop(0)
+            result = getattr(self.listener, what)(parts)
+            if what == "assigned":
+                for p in parts:
+                    self.next[p] = result[p] or 0  # None: the beginning
+            else:
+                for p in parts:
+                    del self.next[p]
+        out = []
+        for p in sorted(self.next):
+            items = self.group.partitions[p]
+            start = self.next[p]
+            stop = min(len(items), start + max_records)  # up to max_records per partition
+            out += [Record(items[o], None, TOPIC, p, o) for o in range(start, stop)]
+            self.next[p] = stop
+        return out
+
+    def seek(self, positions) -> None:
+        self.next.update({int(p): o for p, o in positions[TOPIC].items() if int(p) in self.next})
+
+    def commit(self, positions) -> None:
+        self.group.log.append(f"commit {self.name} {sorted(positions[TOPIC].items())}")
+        self.committed.update({int(p): o for p, o in positions[TOPIC].items()})
+
+    def close(self) -> None:
+        pass
+
+
+class LoggingSink(MemorySink):
+    def __init__(self, log: list[str]) -> None:
+        super().__init__()
+        self.log = log
+
+    def flush(self) -> None:
+        self.log.append("flush")
+        super().flush()
+
+
+def learner(member: FakeMember, store, sink=None, **kw) -> GroupLearner:
+    return GroupLearner(member, Decoder("jsonl"), store, lambda: make_model("nb"), "nb",
+                        dead_letters=(sink, "dlq") if sink is not None else None,
+                        every=10**9, every_seconds=10**9, batch_size=kw.pop("batch_size", 13),
+                        calibrate=False, **kw)
+
+
+def drive(gl: GroupLearner, member: FakeMember, polls: int, n: int = 13) -> None:
+    for _ in range(polls):
+        gl.learn(member.poll(n))
+
+
+def reference_state(group: FakeGroup):
+    """One uninterrupted learner of every record of every partition."""
+    records = [r for p in sorted(group.partitions) for r in group.partitions[p]]
+    loop = LearnLoop(MemorySource({"all": records}), Decoder("jsonl"), MemorySnapshotStore(),
+                     lambda: make_model("nb"), "nb", calibrate=False)
+    loop.run()
+    return loop.model.to_state(), loop.events_total
+
+
+def merged(store):
+    snaps = latest_all(expand_shards([store]))
+    assert snaps is not None
+    return merge_snapshots(snaps)
+
+
+def test_revoke_checkpoints_in_order_then_drops_and_assign_restores_and_seeks():
+    group, store = FakeGroup({0: 40, 1: 40}), MemorySnapshotStore()
+    a = FakeMember(group, "a")
+    gl = learner(a, store, LoggingSink(group.log))
+    a.pending.append(("assigned", [0, 1]))
+    drive(gl, a, 1)  # 13 records of each partition
+    assert sorted(gl.shards) == [0, 1] and store.children() == []
+
+    class Checked(FakeMember):
+        def commit(self, positions):  # the snapshot is durable before the offsets are committed
+            assert store.child(shard_name(TOPIC, 1)).latest().positions == {TOPIC: {"1": 13}}
+            super().commit(positions)
+
+    a.__class__ = Checked
+    a.pending.append(("revoked", [1]))
+    drive(gl, a, 1)
+    assert sorted(gl.shards) == [0]
+    assert group.log == ["flush", "commit a [('1', 13)]"]
+    snap = store.child(shard_name(TOPIC, 1)).latest()
+    assert snap.events == sum(1 for i in range(13) if i % 17 != 5) == 12
+    assert store.children() == [shard_name(TOPIC, 1)]  # partition 0 not checkpointed yet
+
+    b = FakeMember(group, "b")
+    gb = learner(b, store)
+    b.pending.append(("assigned", [1]))
+    records = b.poll(5)
+    assert [(r.partition, r.offset) for r in records] == [(1, o) for o in range(13, 18)]
+    assert gb.shards[1].loop.events_total == 12 and gb.shards[1].last_id == snap.id
+
+
+def test_lost_partitions_are_dropped_without_a_write():
+    group, store = FakeGroup({0: 30}), MemorySnapshotStore()
+    a = FakeMember(group, "a")
+    gl = learner(a, store)
+    a.pending.append(("assigned", [0]))
+    drive(gl, a, 1)
+    a.pending.append(("lost", [0]))
+    drive(gl, a, 1)
+    assert gl.shards == {} and store.children() == [] and a.committed == {}
+
+
+def test_a_shard_written_by_another_member_is_restored_from_it_not_overwritten():
+    group, store = FakeGroup({0: 60}), MemorySnapshotStore()
+    a, b = FakeMember(group, "a"), FakeMember(group, "b")
+    ga, gb = learner(a, store), learner(b, store)
+    a.pending.append(("assigned", [0]))
+    drive(ga, a, 1)  # a learns 13 records, then is evicted without hearing of it
+    b.pending.append(("assigned", [0]))
+    drive(gb, b, 3)
+    gb.checkpoint()
+    written = store.child(shard_name(TOPIC, 0)).ids()
+    assert ga.checkpoint() == []
+    assert store.child(shard_name(TOPIC, 0)).ids() == written
+    assert ga.shards[0].view.next == a.next[0] == 39 and ga.shards[0].loop.events_total == 37
+    drive(ga, a, 1)  # a reads on from b's snapshot: its next checkpoint extends it exactly
+    assert [i.id for i in ga.checkpoint()] == ["000002"]
+
+
+def test_records_already_in_a_shard_are_not_learned_again():
+    group, store = FakeGroup({0: 30}), MemorySnapshotStore()
+    a = FakeMember(group, "a")
+    gl = learner(a, store)
+    a.pending.append(("assigned", [0]))
+    drive(gl, a, 1)
+    a.next[0] = 5  # the client hands out records the shard holds already
+    drive(gl, a, 3)
+    gl.checkpoint()
+    assert gl.shards[0].loop.events_total == 30 - 2  # offsets 5 and 22 are dead letters
+
+
+def test_scripted_reassignment_kill_and_new_partition_give_exact_counts():
+    """Join, a kill (no revoke), a restart and a partition added: merged state == one learner."""
+    group, store = FakeGroup({0: 57, 1: 41, 2: 66, 3: 23}), MemorySnapshotStore()
+    a = FakeMember(group, "a")
+    ga = learner(a, store)
+    a.pending.append(("assigned", [0, 1, 2, 3]))
+    drive(ga, a, 3)
+    ga.checkpoint()
+    drive(ga, a, 2)  # learned, not checkpointed: lost with the kill below
+    b = FakeMember(group, "b")  # joins: a gives up 2 and 3 (cooperative: a keeps 0 and 1)
+    gb = learner(b, store)
+    a.pending.append(("revoked", [2, 3]))
+    drive(ga, a, 1)
+    b.pending.append(("assigned", [2, 3]))
+    drive(gb, b, 2)
+    drive(ga, a, 1)
+    del ga, a  # kill -9: no revoke, no checkpoint
+    b.pending.append(("assigned", [0, 1]))
+    drive(gb, b, 2)
+    gb.checkpoint()
+    c = FakeMember(group, "c")  # restarted member takes 1 back, and the new partition 4
+    gc = learner(c, store)
+    b.pending.append(("revoked", [1]))
+    drive(gb, b, 1)
+    group.add_partition(4, 35)
+    c.pending.append(("assigned", [1, 4]))
+    drive(gc, c, 20)
+    drive(gb, b, 20)
+    gb.checkpoint()
+    gc.checkpoint()
+    state, events = reference_state(group)
+    result = merged(store)
+    assert result.positions == {TOPIC: {str(p): len(v) for p, v in group.partitions.items()}}
+    assert result.events == events == sum(1 for p, v in group.partitions.items()
+                                          for i in range(len(v)) if i % 17 != 5)
+    assert state_difference(result.model.to_state(), state)[0] is None
+
+
+def test_run_checkpoints_every_dirty_shard_on_stop_and_the_predictor_serves_the_merge():
+    group, store = FakeGroup({0: 20, 1: 31}), MemorySnapshotStore()
+    stop = threading.Event()
+
+    class Stopping(FakeMember):
+        def poll(self, max_records=500, timeout=0.0):
+            out = super().poll(max_records, timeout)
+            if not out and not self.pending:
+                stop.set()
+            return out
+
+    a = Stopping(group, "a")
+    gl = learner(a, store, stop=stop)
+    a.pending.append(("assigned", [0, 1]))
+    stats = gl.run()
+    assert stats.records == 51 and stats.events == 51 - 3
+    assert sorted(s.id for s in stats.snapshots) == ["000001", "000001"]
+    watcher = ModelWatcher([store])
+    assert watcher.check()
+    assert watcher.current.events == 48 and watcher.current.positions == {
+        TOPIC: {"0": 20, "1": 31}}
+    assert len(watcher.current.ids) == 2
+
+
+def test_a_directory_of_one_learner_is_refused():
+    store = MemorySnapshotStore()
+    store.write(make_model("nb").to_state(), model="nb", positions={TOPIC: {"0": 1}}, events=1)
+    with pytest.raises(UsageError, match="--partitions"):
+        learner(FakeMember(FakeGroup({0: 1}), "a"), store)
+
+
+def test_snapshot_merge_of_a_group_directory_merges_its_shards(tmp_path, capsys):
+    from streambayes.cli import main
+    from streambayes.snapshot import SnapshotStore
+
+    group, store = FakeGroup({0: 20, 1: 31}), SnapshotStore(tmp_path / "group")
+    a = FakeMember(group, "a")
+    gl = learner(a, store)
+    a.pending.append(("assigned", [0, 1]))
+    drive(gl, a, 3)
+    gl.checkpoint()
+    assert main(["snapshot", "merge", str(tmp_path / "group"), "--to", str(tmp_path / "one")]) == 0
+    one = SnapshotStore(tmp_path / "one").latest()
+    assert one.events == 48 and one.positions == {TOPIC: {"0": 20, "1": 31}}
+    assert len(one.config["merged_from"]) == 2
+
+
+def test_per_key_on_a_topic_without_partitions_is_refused_before_connecting(tmp_path):
+    from streambayes.config import Settings
+    from streambayes.runtime.loops.learn import LearnJob, run_learn
+
+    job = LearnJob(source="kafka://127.0.0.1:1/t", snapshots=tmp_path / "s", per_key=True)
+    with pytest.raises(UsageError, match="needs --partitions"):
+        run_learn(job, Settings())
+
+
+def test_the_predictor_finds_a_shard_added_later_at_its_next_check():
+    group, store = FakeGroup({0: 20}), MemorySnapshotStore()
+    a = FakeMember(group, "a")
+    gl = learner(a, store)
+    a.pending.append(("assigned", [0]))
+    drive(gl, a, 2)
+    gl.checkpoint()
+    watcher = ModelWatcher([store])
+    assert watcher.check() and watcher.current.events == 19  # offset 5 is a dead letter
+    group.add_partition(1, 10)
+    a.pending.append(("assigned", [1]))
+    drive(gl, a, 1)
+    gl.checkpoint()
+    assert watcher.check() and watcher.current.events == 19 + 9
+    assert watcher.current.positions == {TOPIC: {"0": 20, "1": 10}}
+
+
+def test_snapshot_ls_and_show_of_a_group_directory_list_its_shards(tmp_path, capsys):
+    from streambayes.cli import main
+    from streambayes.snapshot import SnapshotStore
+
+    group, store = FakeGroup({0: 20, 1: 31}), SnapshotStore(tmp_path / "group")
+    a = FakeMember(group, "a")
+    gl = learner(a, store)
+    a.pending.append(("assigned", [0, 1]))
+    drive(gl, a, 3)
+    gl.checkpoint()
+    capsys.readouterr()
+    assert main(["snapshot", "ls", str(tmp_path / "group")]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in listed] == [f"{shard_name(TOPIC, 0)}/000001",
+                                                    f"{shard_name(TOPIC, 1)}/000001"]
+    assert main(["snapshot", "show", str(tmp_path / "group")]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert {k: v["events"] for k, v in shown.items()} == {shard_name(TOPIC, 0): 19,
+                                                         shard_name(TOPIC, 1): 29}
