@@ -306,11 +306,9 @@ def run_group_learn(job: Any, settings: Any, stop: threading.Event | None = None
     """``streambayes learn`` of a Kafka topic without ``--partitions``: join the group and learn
     the partitions it gives this member, one shard each (a ``LearnJob``)."""
     from streambayes.runtime.kafka.connect import open_member_source, open_sink
-    from streambayes.runtime.loops.learn import _decoder
+    from streambayes.runtime.loops.learn import _decoder, _open_learn_store
     from streambayes.runtime.loops.replay import build_models
-    from streambayes.runtime.loops.shards import store_options
     from streambayes.runtime.records.limits import RecordLimits
-    from streambayes.snapshot import SnapshotStore
 
     if job.per_key:
         raise UsageError("--per-key on a Kafka topic needs --partitions (static assignment): "
@@ -318,7 +316,7 @@ def run_group_learn(job: Any, settings: Any, stop: threading.Event | None = None
     stop = stop or threading.Event()
     name = job.model
     build_models([name or "nb"], job.network, job.label_field, job.bounds)  # checks the name
-    store = SnapshotStore(job.snapshots, keep=job.keep, **store_options(settings))
+    store = _open_learn_store(job, settings)  # a directory, kafka:// or s3://
     source = open_member_source(job.source, settings, stop=stop)
     dead = open_sink(job.dead_letter, settings, stop=stop) if job.dead_letter else None
     try:

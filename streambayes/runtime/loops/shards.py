@@ -15,7 +15,7 @@ from typing import Any
 
 from streambayes.errors import ModelError, SnapshotError
 from streambayes.snapshot.payload import ReadLimits
-from streambayes.snapshot.store import BaseSnapshotStore, Snapshot
+from streambayes.snapshot.store import BaseSnapshotStore, Snapshot, SnapshotStore
 
 
 @dataclass
