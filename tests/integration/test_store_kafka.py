@@ -201,3 +201,49 @@ def test_a_predictor_on_another_host_follows_the_learners_new_snapshots(bootstra
         assert watcher.check() and watcher.current.ids == (f"{n + 1:06d}",)
         assert watcher.current.events == n + 1
     assert watcher.check() is False
+
+
+def test_group_learners_keep_their_partition_shards_in_the_state_topic(bootstrap, new_topic,
+                                                                         tmp_path, monkeypatch):
+    """Group-managed learners (no --partitions) with a kafka:// state: one shard per partition in
+    the topic, and a predictor with no shared disk serves their merge."""
+    import threading
+    import time
+
+    from streambayes.config import Settings
+    from streambayes.runtime.loops.learn import LearnJob, run_learn
+    from streambayes.runtime.loops.shards import expand_shards
+
+    monkeypatch.chdir(tmp_path)
+    topic = new_topic(2)
+    sink = kafka_python.KafkaSink(bootstrap)
+    for n in range(400):
+        sink.send(topic, f"k{n}", {"id": f"m{n}", "text": ("win cash prize now", "see you at lunch")[n % 2],
+                                   "label": ("spam", "ham")[n % 2]})
+    sink.close()
+    uri = f"kafka://{bootstrap}/{_topic()}"
+    job = LearnJob(source=f"kafka://{bootstrap}/{topic}", snapshots=uri, model="mnb", every=100,
+                   every_seconds=0.5, batch_size=100)
+    stop = threading.Event()
+    learner = threading.Thread(target=run_learn, args=(job, Settings(), stop), daemon=True)
+    learner.start()
+    deadline = time.monotonic() + 90
+    events = 0
+    try:
+        while time.monotonic() < deadline:
+            shards = expand_shards([open_store(uri)])
+            heads = [s.latest_header() for s in shards]
+            events = sum(h["events"] for h in heads if h) if len(shards) == 2 else 0
+            if events == 400:
+                break
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        learner.join(60)
+    assert events == 400 and not learner.is_alive()
+    assert sorted(open_store(uri).children()) == [f"partition-{topic}-0", f"partition-{topic}-1"]
+    assert not any(p.name.startswith("kafka") for p in tmp_path.iterdir())  # no local state
+    (tmp_path / "q.jsonl").write_text('{"id": "q1", "text": "win a prize"}\n')
+    assert main(["predict", "--source", "q.jsonl", "--sink", "out.jsonl", "--snapshots", uri]) == 0
+    (post,) = map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())
+    assert post["decision"] == "spam"
