@@ -187,6 +187,14 @@ def _add_record_arguments(p: argparse.ArgumentParser, label: bool = True) -> Non
     p.add_argument("--key-field", metavar="F", help="key column/field")
 
 
+def _add_service_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--metrics-port", type=_count, metavar="PORT",
+                   help="serve Prometheus metrics on http://0.0.0.0:PORT/metrics (events/s, lag per "
+                        "partition, dead letters by reason, latency, snapshot age; 0: any free port)")
+    p.add_argument("--progress-seconds", type=_seconds, default=10.0, metavar="T",
+                   help="log a progress line (counts, rate, lag) every T seconds (default: 10)")
+
+
 def _add_learn_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", required=True, metavar="URI",
                    help="labelled events: a JSONL/TSV/CSV file or kafka://HOST:PORT/TOPIC")
@@ -219,6 +227,7 @@ def _add_learn_arguments(p: argparse.ArgumentParser) -> None:
     _add_per_key_bounds(p)
     _add_bound_arguments(p)
     _add_record_arguments(p)
+    _add_service_arguments(p)
 
 
 def _add_predict_arguments(p: argparse.ArgumentParser) -> None:
@@ -433,7 +442,8 @@ def _run_learn(args: argparse.Namespace, settings: Settings) -> int:
                    text_field=args.text_field, key_field=args.key_field, batch_size=args.batch_size,
                    follow=args.follow, network=args.network, keep=args.keep,
                    new_source=args.new_source, per_key=args.per_key,
-                   calibrate=not args.no_calibration,
+                   calibrate=not args.no_calibration, metrics_port=args.metrics_port,
+                   progress_seconds=args.progress_seconds,
                    **_per_key_bounds(args, settings), bounds=_bounds(args, settings))
     _logging()
     with _stop_on_signals() as stop, _stopped_quietly(stop):

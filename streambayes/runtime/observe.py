@@ -48,10 +48,12 @@ class Observer:
     """Counts, rates, lag and latency of one service; progress lines; the metrics endpoint."""
 
     def __init__(self, role: str, *, port: int | None = None, every: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic, addr: str = "0.0.0.0") -> None:
+                 clock: Callable[[], float] = time.monotonic, addr: str = "0.0.0.0",
+                 lag_probe: Callable[[], Mapping[tuple[str, int], int]] | None = None) -> None:
         if every <= 0:
             raise ValueError(f"the progress interval must be positive, got {every}")
         self.role, self.every, self.clock = role, every, clock
+        self.lag_probe = lag_probe  # asked once per progress line (a broker round trip)
         self.registry = CollectorRegistry()
         r, labels = self.registry, ["role"]
         self._events = Counter("streambayes_events", "events processed", labels, registry=r)
@@ -121,6 +123,11 @@ class Observer:
         elapsed = now - self._last_time
         if not force and elapsed < self.every:
             return None
+        if self.lag_probe is not None:
+            try:
+                self.lag(self.lag_probe())
+            except Exception as exc:  # noqa: BLE001 (lag is a figure to show, never a failure)
+                logger.debug("lag unavailable: %s", exc)
         rate = (self.events_total - self._last_events) / elapsed if elapsed > 0 else 0.0
         self._rate.labels(self.role).set(rate)
         self._last_time, self._last_events = now, self.events_total
@@ -142,3 +149,24 @@ class Observer:
             self.server.shutdown()
             self.server.server_close()
             self.server = None
+
+
+def source_lag(source: Any) -> Callable[[], dict[tuple[str, int], int]] | None:
+    """A lag probe for a Kafka source (records between its next offsets and the end offsets of
+    its partitions); None for a source that cannot tell (a file)."""
+    if not (hasattr(source, "end_offsets") and hasattr(source, "positions")):
+        return None
+
+    def probe() -> dict[tuple[str, int], int]:
+        ends = source.end_offsets()
+        read = source.positions().get(source.topic, {})
+        return {(source.topic, p): max(0, end - int(read.get(str(p), end))) for p, end in ends.items()}
+
+    return probe
+
+
+def observer_for(job: Any, role: str, source: Any) -> Observer:
+    """The Observer of a learn or predict job: ``job.metrics_port`` (None: no endpoint),
+    ``job.progress_seconds`` between progress lines, the lag of ``source`` when it can tell."""
+    return Observer(role, port=getattr(job, "metrics_port", None),
+                    every=getattr(job, "progress_seconds", 10.0), lag_probe=source_lag(source))

@@ -76,3 +76,39 @@ def test_client_logs_are_quieted_to_warnings():
     quiet_client_logs()
     assert logging.getLogger("kafka").level == logging.WARNING
     assert logging.getLogger("confluent_kafka").level == logging.WARNING
+
+
+def test_the_learn_loop_reports_records_events_dead_letters_and_snapshots():
+    from streambayes.models import make_model
+    from streambayes.runtime.loops.learn import LearnLoop
+    from streambayes.runtime.records.decode import Decoder
+    from streambayes.runtime.records.sources import MemorySource
+    from streambayes.snapshot.store import MemorySnapshotStore
+
+    records = [b'{"text": "win cash", "label": "spam"}', b"{broken",
+               b'{"text": "lunch", "label": "ham"}'] * 20
+    obs = Observer("learn", every=1e9, lag_probe=lambda: {("in", 0): 7})
+    loop = LearnLoop(MemorySource({"in": records}), Decoder("jsonl"), MemorySnapshotStore(),
+                     lambda: make_model("nb"), None, every=25, observer=obs)
+    stats = loop.run()
+    assert (obs.records_total, obs.events_total, obs.dead_total) == (60, 40, 20)
+    assert stats.events == 40 and sum(stats.dead_letters.values()) == 20
+    value = obs.registry.get_sample_value
+    assert value("streambayes_dead_letters_total", {"role": "learn", "reason": "bad_json"}) == 20
+    assert value("streambayes_snapshots_total", {"role": "learn"}) == len(stats.snapshots) >= 2
+    line = obs.tick(force=True)
+    assert "40 events from 60 records" in line and "lag 7 over 1 partitions" in line
+    assert f"snapshot {stats.snapshots[-1].id}" in line
+
+
+def test_learn_on_the_command_line_logs_progress(tmp_path, caplog):
+    from streambayes.cli import main
+
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"text": "win cash", "label": "spam"}\n{"text": "lunch", "label": "ham"}\n' * 50)
+    with caplog.at_level(logging.INFO, logger="streambayes.progress"):
+        assert main(["learn", "--source", str(path), "--snapshots", str(tmp_path / "s"),
+                     "--progress-seconds", "0.001"]) == 0
+    assert "learn: 100 events from 100 records" in caplog.text
+    assert main(["learn", "--source", str(path), "--snapshots", str(tmp_path / "s"),
+                 "--progress-seconds", "0"]) == 2

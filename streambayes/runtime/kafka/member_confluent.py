@@ -16,7 +16,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from streambayes.errors import BrokerError
-from streambayes.runtime.kafka.confluent import _consumer_config, _ErrorLog, _poll, _usable
+from streambayes.runtime.kafka.confluent import _TIMEOUT, _consumer_config, _ErrorLog, _poll, _usable
 from streambayes.runtime.records.sources import Record
 from streambayes.runtime.retry import Backoff
 
@@ -95,6 +95,16 @@ class MemberSource:
             self._consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:
             logger.warning("offset commit for lag monitoring failed: %s", exc.args[0].str())
+
+    def positions(self) -> dict[str, dict[str, int]]:
+        """{topic: {partition: next offset}} of the partitions held and read."""
+        return {self.topic: {str(p): off for p, off in sorted(self._next.items())}}
+
+    def end_offsets(self) -> dict[int, int]:
+        """End offsets of the partitions this member holds (for lag)."""
+        held = [tp for tp in self._consumer.assignment() if tp.topic == self.topic]
+        return {tp.partition: self._consumer.get_watermark_offsets(tp, timeout=_TIMEOUT,
+                                                                   cached=False)[1] for tp in held}
 
     def close(self) -> None:
         self._consumer.close()

@@ -120,5 +120,14 @@ class MemberSource:
         except KafkaError as exc:
             logger.warning("offset commit for lag monitoring failed: %s", exc)
 
+    def positions(self) -> dict[str, dict[str, int]]:
+        """{topic: {partition: next offset}} of the partitions held and read."""
+        return {self.topic: {str(p): off for p, off in sorted(self._next.items())}}
+
+    def end_offsets(self) -> dict[int, int]:
+        """End offsets of the partitions this member holds (for lag)."""
+        tps = [tp for tp in self._consumer.assignment() if tp.topic == self.topic]
+        return {tp.partition: off for tp, off in self._consumer.end_offsets(tps).items()} if tps else {}
+
     def close(self) -> None:
         self._consumer.close(autocommit=False)

@@ -127,7 +127,8 @@ class GroupLearner:
                  dead_letters: tuple[Sink, str] | None = None, every: int = 10_000,
                  every_seconds: float = 60.0, batch_size: int = 1000,
                  stop: threading.Event | None = None, config: Mapping[str, Any] | None = None,
-                 clock: Callable[[], float] = time.monotonic, calibrate: bool = True) -> None:
+                 clock: Callable[[], float] = time.monotonic, calibrate: bool = True,
+                 observer: Any = None) -> None:
         if every < 1 or batch_size < 1 or every_seconds <= 0:
             raise UsageError("--every, --every-seconds and the batch size must be positive")
         if store.ids():
@@ -141,6 +142,7 @@ class GroupLearner:
         self.stop = stop or threading.Event()
         self.config, self.clock, self.calibrate = dict(config or {}), clock, calibrate
         self.topic = source.topic
+        self.observer = observer  # an Observer shared by the shards (None: none)
         self.shards: dict[int, Shard] = {}
         self.stats = LearnStats()
         self._since = 0  # records read since the last periodic checkpoint
@@ -184,7 +186,7 @@ class GroupLearner:
         loop = LearnLoop(view, self.decoder, child, self.make_model, self.model_name,
                          dead_letters=self.dead_letters, batch_size=self.batch_size,
                          stop=self.stop, config=self.config, clock=self.clock,
-                         calibrate=self.calibrate)
+                         calibrate=self.calibrate, observer=self.observer)
         loop.restore()
         self.model_name = loop.model_name  # every later shard must hold the same model
         return Shard(loop, view, loop.stats.restored)
@@ -206,6 +208,8 @@ class GroupLearner:
                                     or self.clock() - last >= self.every_seconds):
                     self.checkpoint()
                     last = self.clock()
+                if self.observer is not None:
+                    self.observer.tick()
             self.checkpoint()
         except BrokerError as exc:
             unsaved = sum(s.unsaved for s in self.shards.values())
@@ -308,6 +312,7 @@ def run_group_learn(job: Any, settings: Any, stop: threading.Event | None = None
     from streambayes.runtime.kafka.connect import open_member_source, open_sink
     from streambayes.runtime.loops.learn import _decoder, _open_learn_store
     from streambayes.runtime.loops.replay import build_models
+    from streambayes.runtime.observe import observer_for
     from streambayes.runtime.records.limits import RecordLimits
 
     if job.per_key:
@@ -328,8 +333,13 @@ def run_group_learn(job: Any, settings: Any, stop: threading.Event | None = None
             lambda: build_models([name or "nb"], job.network, job.label_field,
                                  job.bounds)[name or "nb"],
             name, dead_letters=dead, every=job.every, every_seconds=job.every_seconds,
-            batch_size=job.batch_size, stop=stop, config=config, calibrate=job.calibrate)
-        return learner.run()
+            batch_size=job.batch_size, stop=stop, config=config, calibrate=job.calibrate,
+            observer=observer_for(job, "learn", source))
+        try:
+            return learner.run()
+        finally:
+            learner.observer.tick(force=True)
+            learner.observer.close()
     finally:
         source.close()
         if dead is not None:

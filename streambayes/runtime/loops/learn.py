@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streambayes.config import Settings
 from streambayes.errors import BrokerError, FeatureError, LimitError, UsageError
@@ -35,6 +35,9 @@ from streambayes.runtime.records.limits import RecordLimits
 from streambayes.runtime.records.sinks import Sink
 from streambayes.runtime.records.sources import FileSource, Format, Positions, Source
 from streambayes.snapshot.store import BaseSnapshotStore, Snapshot, SnapshotInfo
+
+if TYPE_CHECKING:
+    from streambayes.runtime.observe import Observer
 
 logger = logging.getLogger(__name__)
 IDLE_POLL_SECONDS = 0.5
@@ -66,6 +69,8 @@ class LearnJob:
     max_resident_bytes: int | None = None  # --per-key: bytes of the live per-key learners
     max_keys: int | None = None  # --per-key: keys ever learned (new keys past it: dead letters)
     bounds: Mapping[str, int] | None = None  # max_classes, max_fields, max_values of a new model
+    metrics_port: int | None = None  # serve Prometheus metrics on this port (None: no endpoint)
+    progress_seconds: float = 10.0  # a progress line (counts, rate, lag) every so many seconds
 
 
 @dataclass
@@ -152,6 +157,7 @@ class LearnLoop:
         calibrate: bool = True,
         restore_model: Callable[[Snapshot], Any] | None = None,
         on_checkpoint: Callable[[SnapshotInfo, Mapping[str, Any]], None] | None = None,
+        observer: Observer | None = None,
     ) -> None:
         if every < 1 or batch_size < 1 or every_seconds <= 0:
             raise UsageError("--every, --every-seconds and the batch size must be positive")
@@ -173,6 +179,7 @@ class LearnLoop:
         self.calibrator: Any = None
         self.restore_model = restore_model  # None: model_from_state(snapshot.state)
         self.on_checkpoint = on_checkpoint  # after each snapshot write (e.g. spill collection)
+        self.observer = observer  # progress lines and metrics (None: none)
         self.stats = LearnStats()
         self.model: Any = None
         self.events_total = 0
@@ -247,12 +254,16 @@ class LearnLoop:
             if since and (since >= self.every or self.clock() - last >= self.every_seconds):
                 self.checkpoint()
                 since, last = 0, self.clock()
+            if self.observer is not None:
+                self.observer.tick()
         if since or not self.store.ids():
             self.checkpoint()
         self.stats.seconds = self.clock() - start
         return self.stats
 
     def _learn(self, records: list) -> None:
+        if self.observer is not None:
+            self.observer.records(len(records))
         self.stats.records += len(records)
         self._unsaved += len(records)  # counted first: a dead letter failing below is unsaved
         good: list[Decoded] = []
@@ -284,6 +295,8 @@ class LearnLoop:
                     self._dead(dead_letter(d.record, "model_error", f"{type(exc).__name__}: {exc}"))
         self.stats.events += learned
         self.events_total += learned
+        if self.observer is not None:
+            self.observer.events(learned)
 
     def _learn_batch(self, ds: list[Decoded], X: Any = None) -> None:
         keys = {"keys": [d.event.key for d in ds]} if is_per_key(self.model) else {}
@@ -314,6 +327,8 @@ class LearnLoop:
         return keyed_events(self.model, good, self._dead)
 
     def _dead(self, letter: DeadLetter) -> None:
+        if self.observer is not None:
+            self.observer.dead_letter(letter.reason)
         send_dead_letter(letter, self.stats.dead_letters, self.dead_letters)
 
     def checkpoint(self) -> SnapshotInfo:
@@ -343,6 +358,8 @@ class LearnLoop:
             self.on_checkpoint(info, state)
         self.stats.snapshots.append(info)
         self._unsaved = 0
+        if self.observer is not None:
+            self.observer.snapshot(info.id)
         return info
 
 
@@ -351,6 +368,7 @@ def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = 
     from streambayes.runtime.kafka.connect import open_sink, open_source
     from streambayes.runtime.loops.replay import build_models
     from streambayes.runtime.loops.spill import SPILL_DIR, new_per_key, spill_hooks
+    from streambayes.runtime.observe import observer_for
     from streambayes.runtime.records.uri import parse_uri
 
     if job.partitions is None and not isinstance(parse_uri(job.source), Path):
@@ -384,8 +402,13 @@ def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = 
                          every_seconds=job.every_seconds, batch_size=job.batch_size,
                          stop_at_end=isinstance(source, FileSource) and not job.follow, stop=stop,
                          config=config, new_source=job.new_source, calibrate=job.calibrate,
-                         restore_model=restore, on_checkpoint=on_checkpoint)
-        return loop.run()
+                         restore_model=restore, on_checkpoint=on_checkpoint,
+                         observer=observer_for(job, "learn", source))
+        try:
+            return loop.run()
+        finally:
+            loop.observer.tick(force=True)
+            loop.observer.close()
     finally:
         source.close()
         if dead is not None:
