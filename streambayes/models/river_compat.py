@@ -218,14 +218,17 @@ class MultinomialNB(_TokenFace, pure.MultinomialNB, base.MiniBatchClassifier):
         fast = self._fast_buckets(x)
         if fast is None:
             return super().learn_one(x, y, w)
-        y, w = _py(y), float(_py(w))
-        if y is None:
-            raise ModelError("learn_one: the label is missing (None)")
+        y = y if type(y) is str else _py(y)
+        w = w if type(w) is float else float(_py(w))
         if not (math.isfinite(w) and w >= 0):
             raise ModelError("weights must be finite and >= 0")
-        self._classes.check_room([y], self.max_classes, "max_classes", "class")
-        c = self._classes.add(y)
-        self._grow_classes()
+        c = self._classes.get(y)
+        if c < 0:  # a new class: checked against the bound, and room made for it
+            if y is None:
+                raise ModelError("learn_one: the label is missing (None)")
+            self._classes.check_room([y], self.max_classes, "max_classes", "class")
+            c = self._classes.add(y)
+            self._grow_classes()
         self._class_counts[c] += w
         self._components[0].learn_buckets(c, fast, w)
         self.n_events += 1
@@ -242,18 +245,30 @@ class MultinomialNB(_TokenFace, pure.MultinomialNB, base.MiniBatchClassifier):
 
     def _fast_buckets(self, x) -> np.ndarray | None:
         """One event's token ids, each repeated as often as it counts, when the per-event path
-        applies (plain counts, no decay, whole counts): the same sums as ``learn_many``."""
+        applies (plain counts, no decay, whole counts): the same sums as ``learn_many``. A pipeline
+        transforms an event once to predict and again to learn: the second, equal dict reuses the
+        first's ids."""
         if self._forget.active or not self._components[0].plain:
             return None
         if isinstance(x, str):
             return self._plain_buckets(x)
-        if not isinstance(x, dict) or not all(type(k) is str and type(v) is int and v >= 0
-                                              for k, v in x.items()):
+        last = self.__dict__.get("_last_counts")
+        if last is not None and last[0] == x:
+            return last[1]
+        if type(x) is not dict or not x:
+            return None
+        keys, counts = list(x), list(x.values())
+        if set(map(type, keys)) != {str} or set(map(type, counts)) != {int} or min(counts) < 0:
             return None  # strings, floats, numpy scalars: the batch path
         f = self._featurizer
-        ids = np.fromiter(f.hasher.buckets(list(x)), np.int64, len(x))
-        counts = np.fromiter(x.values(), np.int64, len(x))
-        return ids if counts.min(initial=1) == 1 == counts.max(initial=1) else np.repeat(ids, counts)
+        ids = np.fromiter(f.hasher.buckets(keys), np.int64, len(keys))
+        if max(counts) != 1:
+            ids = np.repeat(ids, counts)
+        self._last_counts = (dict(x), ids)  # a copy: the caller's dict is never held
+        return ids
+
+    def __getstate__(self) -> dict:  # the last event is a cache: never pickled
+        return {**super().__getstate__(), "_last_counts": None}
 
 
 class BernoulliNB(_TokenFace, pure.BernoulliNB, base.MiniBatchClassifier):

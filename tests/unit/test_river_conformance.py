@@ -101,3 +101,21 @@ def test_tfidf_and_bagging_pipelines_run_on_a_bundled_data_set():
     bag = ensemble.BaggingClassifier(rc.GaussianNB(), n_models=3, seed=1)
     data = river.datasets.Phishing().take(300)
     assert evaluate.progressive_val_score(data, bag, metrics.Accuracy()).get() > 0.75
+
+
+def test_per_event_counts_equal_the_batch_path():
+    """The per-event path of MultinomialNB (whole counts, ids reused by the equal dict of the
+    pipeline's second transform) learns and predicts what ``learn_many`` does."""
+    bow = feature_extraction.BagOfWords()
+    xs = [bow.transform_one(text + " " + text.split()[0]) for text, _ in MESSAGES]
+    ys = [label for _, label in MESSAGES]
+    one, many = rc.MultinomialNB(), rc.MultinomialNB()
+    for x, y in zip(xs, ys, strict=True):
+        one.predict_proba_one(dict(x))  # an equal dict first, as a pipeline does
+        one.learn_one(x, y)
+        x["prize"] = 1000  # the caller's dict changes afterwards: the model never held it
+    many.learn_many([bow.transform_one(text + " " + text.split()[0]) for text, _ in MESSAGES], ys)
+    for x in xs[:6]:
+        del x["prize"]
+        assert one.predict_proba_one(x) == pytest.approx(many.predict_proba_one(x), rel=1e-9)
+    assert one._class_counts.tolist() == many._class_counts.tolist()
