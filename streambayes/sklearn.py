@@ -86,7 +86,7 @@ class _NB(ClassifierMixin, BaseEstimator):
     # -- prediction ----------------------------------------------------------------------------
     def _joint_log_likelihood(self, X) -> np.ndarray:
         check_is_fitted(self, "model_")
-        X = validate_data(self, X, reset=False, accept_sparse="csr", dtype=np.float64)
+        X = validate_data(self, X, reset=False, accept_sparse="csr")  # integer counts stay (no copy)
         jll = self._jll(X)
         order = self.model_._classes.codes(self.classes_.tolist())  # learner's order → sorted
         return jll[:, order]
