@@ -3,7 +3,10 @@
 
 They take dense arrays, scipy sparse matrices and DataFrames (``n_samples × n_features``, as
 scikit-learn's own naive Bayes do) and hold a pure streambayes learner: column ``j`` is token ``j``
-of the token models (counts), or numeric field ``j`` of :class:`GaussianNB`. Prediction of the token
+of the token models (counts), or field ``"j"`` of the others (a Gaussian, a category, a binned
+attribute of the semi-naive learners). Every estimator of :data:`ESTIMATORS` passes scikit-learn's
+``check_estimator``; the only tag set beyond the input kinds is ``poor_score`` on the count models
+(justified where it is set). Prediction of the token
 models is one sparse product ``X @ L.T`` with ``L`` the per-class log-likelihood of one occurrence of
 each column, derived from the learner's sparse count table (cached until it learns again), plus the
 learner's per-class constant: the same numbers as the pure learner's batch prediction, at the speed
@@ -80,6 +83,10 @@ class _NB(ClassifierMixin, BaseEstimator):
         if len(unknown):
             raise ValueError(f"labels {unknown.tolist()} are not in classes {self.classes_.tolist()}")
         w = _check_sample_weight(sample_weight, X)
+        if sample_weight is not None and not w.all():
+            # a row of weight 0 brings no evidence, not even a new category (as removing it)
+            keep = np.flatnonzero(w)
+            X, y, w = X[keep], y[keep], w[keep]
         self.model_.learn_many(self._batch(X), y.tolist(), w)
         return self
 
@@ -212,9 +219,87 @@ class GaussianNB(_NB):
         return pure.GaussianNB(var_smoothing=self.var_smoothing, max_fields=max(n_features, 1))
 
     def _batch(self, X) -> Batch:
-        X = X.toarray() if sp.issparse(X) else np.asarray(X, np.float64)
-        numeric = {str(j): np.ascontiguousarray(X[:, j]) for j in range(X.shape[1])}
-        return Batch(X.shape[0], SparseRows.empty(X.shape[0]), {}, numeric)
+        return _numeric_batch(X)
+
+
+class CategoricalNB(_NB):
+    """Categorical naive Bayes: every column's values are categories (numbers too), Laplace by
+    default; a value never seen in training is smoothed as one more category of its column."""
+
+    def __init__(self, alpha: float = 1.0):
+        self.alpha = alpha
+
+    def _make(self, n_features: int):
+        return pure.CategoricalNB(alpha=self.alpha, max_fields=max(n_features, 1))
+
+    def _batch(self, X) -> Batch:
+        return _numeric_batch(X)
+
+
+class _SemiNaiveNB(_NB):
+    """Semi-naive learners over numeric columns (column ``j`` is attribute ``"j"``): numbers are
+    binned into ``bins`` equal-frequency bins once ``warmup`` rows fixed the edges."""
+
+    def _batch(self, X) -> Batch:
+        return _numeric_batch(X)
+
+    def _common(self) -> dict:
+        return {"alpha": self.alpha, "m": self.m, "bins": self.bins, "warmup": self.warmup}
+
+
+class AODE(_SemiNaiveNB):
+    """Averaged one-dependence estimators (Webb, Boughton & Wang 2005)."""
+
+    def __init__(self, alpha: float = 1.0, m: float | None = None, min_count: float = 1.0, bins: int = 5,
+                 warmup: int = 100):
+        self.alpha, self.m, self.min_count, self.bins, self.warmup = alpha, m, min_count, bins, warmup
+
+    def _make(self, n_features: int):
+        return pure.AODE(min_count=self.min_count, **self._common())
+
+
+class SPODE(_SemiNaiveNB):
+    """Super-parent one-dependence estimator; ``parent`` a column's name (``"0"`` …) or chosen online."""
+
+    def __init__(self, alpha: float = 1.0, m: float | None = None, parent: str | None = None,
+                 select: str = "cmi", bins: int = 5, warmup: int = 100):
+        self.alpha, self.m, self.parent, self.select = alpha, m, parent, select
+        self.bins, self.warmup = bins, warmup
+
+    def _make(self, n_features: int):
+        return pure.SPODE(parent=self.parent, select=self.select, **self._common())
+
+
+class TAN(_SemiNaiveNB):
+    """Tree augmented naive Bayes (Friedman, Geiger & Goldszmidt 1997)."""
+
+    def __init__(self, alpha: float = 1.0, m: float | None = None, root: str = "mi", refit_every: int = 1,
+                 bins: int = 5, warmup: int = 100):
+        self.alpha, self.m, self.root, self.refit_every = alpha, m, root, refit_every
+        self.bins, self.warmup = bins, warmup
+
+    def _make(self, n_features: int):
+        return pure.TAN(root=self.root, refit_every=self.refit_every, **self._common())
+
+
+class KDB(_SemiNaiveNB):
+    """k-dependence Bayesian classifier (Sahami 1996), k = 1 or 2."""
+
+    def __init__(self, alpha: float = 1.0, m: float | None = None, k: int = 1, refit_every: int = 1,
+                 bins: int = 5, warmup: int = 100):
+        self.alpha, self.m, self.k, self.refit_every = alpha, m, k, refit_every
+        self.bins, self.warmup = bins, warmup
+
+    def _make(self, n_features: int):
+        return pure.KDB(k=self.k, refit_every=self.refit_every, **self._common())
+
+
+def _numeric_batch(X) -> Batch:
+    """Column ``j`` as the numeric field ``"j"`` (sparse input made dense: these models read
+    every column of every row)."""
+    X = X.toarray() if sp.issparse(X) else np.asarray(X, np.float64)
+    numeric = {str(j): np.ascontiguousarray(X[:, j], np.float64) for j in range(X.shape[1])}
+    return Batch(X.shape[0], SparseRows.empty(X.shape[0]), {}, numeric)
 
 
 def _power_of_two(n: int) -> int:
@@ -223,6 +308,8 @@ def _power_of_two(n: int) -> int:
 
 
 ESTIMATORS: dict[str, type] = {"mnb": MultinomialNB, "bnb": BernoulliNB, "cnb": ComplementNB,
-                               "gnb": GaussianNB}
+                               "catnb": CategoricalNB, "gnb": GaussianNB, "aode": AODE, "spode": SPODE,
+                               "tan": TAN, "kdb": KDB}
 
-__all__ = ["ESTIMATORS", "BernoulliNB", "ComplementNB", "GaussianNB", "MultinomialNB"]
+__all__ = ["AODE", "ESTIMATORS", "KDB", "SPODE", "TAN", "BernoulliNB", "CategoricalNB", "ComplementNB",
+           "GaussianNB", "MultinomialNB"]

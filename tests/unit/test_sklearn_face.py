@@ -66,3 +66,23 @@ def test_pipeline_clone_cross_val_score_and_grid_search():
     assert grid.predict(["free cash prize"]).tolist() == ["spam"]
     est = sbs.ComplementNB().set_params(alpha=0.5, norm=True)
     assert est.get_params() == {"alpha": 0.5, "norm": True}
+
+
+def test_gaussian_and_categorical_match_scikit_learn():
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    np.testing.assert_allclose(sbs.GaussianNB().fit(X, y).predict_proba(X),
+                               skn.GaussianNB().fit(X, y).predict_proba(X), atol=1e-12)
+    Xc = np.random.default_rng(0).integers(0, 4, (200, 5))
+    yc = (Xc[:, 0] + Xc[:, 1] > 3).astype(int)
+    np.testing.assert_allclose(sbs.CategoricalNB().fit(Xc, yc).predict_proba(Xc),
+                               skn.CategoricalNB().fit(Xc, yc).predict_proba(Xc), atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["aode", "spode", "tan", "kdb"])
+def test_semi_naive_learners_learn_iris(name):
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    assert cross_val_score(sbs.ESTIMATORS[name](), X, y, cv=3).mean() > 0.85
