@@ -46,12 +46,10 @@ def _py(value):
 
 def _plain(x):
     """``x`` with numpy scalars (keys and values) as Python values; a string stays a string."""
-    if isinstance(x, str | Mapping) and not isinstance(x, np.str_):
-        if isinstance(x, str):
-            return x
+    if isinstance(x, str):
+        return x if type(x) is str else str(x)  # numpy.str_ too
+    if isinstance(x, Mapping):
         return {_py(k): _py(v) for k, v in x.items()}
-    if isinstance(x, np.str_):
-        return str(x)
     raise FeatureError(f"an event is a dict of features or a string, got {type(x).__name__}")
 
 
