@@ -144,9 +144,6 @@ class _RiverFace:
 class _TokenFace(_RiverFace):
     """Token models: every feature of an event is a token count (see the module's notes)."""
 
-    def _more_tags(self) -> set:
-        return {base.tags.POSITIVE_INPUT}
-
     def _events(self, X) -> Batch:
         if isinstance(X, Batch):
             return X
@@ -212,6 +209,9 @@ def _tokens_of(x, f, names: list, values: list) -> int:
 class MultinomialNB(_TokenFace, pure.MultinomialNB, base.MiniBatchClassifier):
     """River face of :class:`streambayes.models.MultinomialNB` (multinomial naive Bayes over tokens)."""
 
+    def _more_tags(self) -> set:
+        return {base.tags.POSITIVE_INPUT}  # counts, as River's own MultinomialNB
+
     def learn_one(self, x, y, w: float = 1.0, **kwargs) -> None:
         fast = self._fast_buckets(x)
         if fast is None:
@@ -270,11 +270,21 @@ class MultinomialNB(_TokenFace, pure.MultinomialNB, base.MiniBatchClassifier):
 
 
 class BernoulliNB(_TokenFace, pure.BernoulliNB, base.MiniBatchClassifier):
-    """River face of :class:`streambayes.models.BernoulliNB` (presence of tokens)."""
+    """River face of :class:`streambayes.models.BernoulliNB` (presence of tokens): a number is
+    present when it is above 0 (River's ``true_threshold``), so any number is accepted."""
+
+    def _token_batch(self, xs: list) -> Batch:
+        present = [x if isinstance(x, str) else
+                   {k: (1 if v > 0 else None) if isinstance(v, int | float) and not isinstance(v, bool) else v
+                    for k, v in x.items()} for x in xs]
+        return super()._token_batch(present)
 
 
 class ComplementNB(_TokenFace, pure.ComplementNB, base.MiniBatchClassifier):
     """River face of :class:`streambayes.models.ComplementNB` (Rennie et al. 2003)."""
+
+    def _more_tags(self) -> set:
+        return {base.tags.POSITIVE_INPUT}  # counts, as River's own ComplementNB
 
 
 class NaiveBayes(_RiverFace, pure.NaiveBayes, base.MiniBatchClassifier):

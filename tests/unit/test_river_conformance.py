@@ -119,3 +119,12 @@ def test_per_event_counts_equal_the_batch_path():
         del x["prize"]
         assert one.predict_proba_one(x) == pytest.approx(many.predict_proba_one(x), rel=1e-9)
     assert one._class_counts.tolist() == many._class_counts.tolist()
+
+
+def test_bernoulli_reads_numbers_as_presence_like_river():
+    model = rc.BernoulliNB()
+    assert river.base.tags.POSITIVE_INPUT not in model._tags  # River's checks feed it negatives too
+    model.learn_one({"a": -1.5, "b": 2.0}, "x")
+    model.learn_one({"a": 3.0, "b": -2.0}, "y")
+    assert model.predict_one({"a": 0.5, "b": -0.1}) == "y"
+    assert model.predict_one({"a": -0.5, "b": 0.1}) == "x"
