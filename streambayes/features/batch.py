@@ -1,8 +1,10 @@
 """Event dicts → a columnar :class:`Batch` that every learner consumes.
 
-The ``x`` convention (River's): a flat dict of feature name → value. Keys named in
-``text_fields`` (default ``"text"``) are tokenized and hashed; other ``str``/``bool``
-values are categorical; ``int``/``float`` values are numeric; ``None`` is missing. A numeric
+The ``x`` convention (River's): a flat dict of feature name → value. String values of keys named in
+``text_fields`` (default ``"text"``) are tokenized and hashed; other ``str``/``bool`` (numpy's too)
+values are categorical; ``int``/``float`` values (numpy's too) are numeric — a number under a text
+key as well (a bag of words counting the word "text" is data, not a clash); ``None`` is missing.
+An ``x`` that is a plain string is the event's text. A numeric
 value must be finite with ``|x| <= MAX_ABS_VALUE`` (1e100), else :class:`FeatureError` names the field.
 
 >>> f = Featurizer(n_features=2**10)
@@ -99,16 +101,20 @@ class Featurizer:
         cat: dict[str, list] = {}
         num: dict[str, np.ndarray] = {}
         for i, x in enumerate(xs):
+            if isinstance(x, str):  # a plain string: the event's text
+                flat += self.tokenizer(x)
+                indptr[i + 1] = len(flat)
+                continue
             for key, value in x.items():
                 if value is None:
                     continue
-                if key in self.text_fields:
-                    flat += self._tokens(key, value)
-                elif isinstance(value, (str, bool)):
+                if key in self.text_fields and isinstance(value, str):
+                    flat += self.tokenizer(value)
+                elif isinstance(value, (str, bool, np.bool_)):
                     col = cat.get(key)
                     if col is None:
                         col = cat[key] = [None] * n
-                    col[i] = value if isinstance(value, str) else ("true" if value else "false")
+                    col[i] = str(value) if isinstance(value, str) else ("true" if value else "false")
                 else:
                     col = num.get(key)
                     if col is None:
@@ -120,12 +126,6 @@ class Featurizer:
         categorical = {k: np.array(v, dtype=object) for k, v in cat.items()}
         words = [flat[indptr[i]:indptr[i + 1]] for i in range(n)] if keep_words else None
         return Batch(n, tokens, categorical, num, words)
-
-    def _tokens(self, key: str, value: object) -> list[str]:
-        if not isinstance(value, str):
-            raise FeatureError(f"text field {key!r} must be a string, got {type(value).__name__}")
-        return self.tokenizer(value)
-
 
 def _number(key: str, value: object) -> float:
     if not isinstance(value, numbers.Real):

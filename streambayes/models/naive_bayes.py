@@ -65,11 +65,16 @@ class MultinomialNB(NaiveBayesBase):
 
     def _plain_buckets(self, x: Mapping) -> np.ndarray | None:
         last = self._last_plain  # (x, its items, buckets): the same dict with the same values
-        if last is not None and last[0] is x and len(x) == len(last[1]) \
-                and all(x.get(k) is v for k, v in last[1]):
+        if last is not None and last[0] is x and (isinstance(x, str) or len(x) == len(last[1])
+                                                  and all(x.get(k) is v for k, v in last[1])):
             return last[2]
         buckets: list[int] = []
         f = self._featurizer
+        if isinstance(x, str):  # a plain string is the event's text
+            buckets = f.hasher.buckets(f.tokenizer(x))
+            out = np.fromiter(buckets, np.int64, len(buckets))
+            self._last_plain = (x, (), out)
+            return out
         for key, value in x.items():
             if key not in f.text_fields or not isinstance(value, str | None):
                 return None
@@ -78,6 +83,9 @@ class MultinomialNB(NaiveBayesBase):
         out = np.fromiter(buckets, np.int64, len(buckets))
         self._last_plain = (x, tuple(x.items()), out)
         return out
+
+    def __getstate__(self) -> dict:  # the last event is a cache: never pickled (nor aliased)
+        return {**self.__dict__, "_last_plain": None}
 
     def learn_one(self, x: Mapping, y, w: float = 1.0) -> None:
         buckets = self._plain_buckets(x)

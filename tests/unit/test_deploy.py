@@ -1,9 +1,11 @@
 """Deployment files: ``docker-compose config`` validates and resolves them, offline.
 
 ``config`` needs neither a Docker engine nor the network, so this runs in the unit tier. It is
-never skipped: without the ``docker-compose`` binary it fails and says how to install it.
-The resolved YAML is read as text (PyYAML is not a dependency): a few lines of indentation
-parsing pick out the services, their commands and the declared volumes.
+never skipped and never fails for the binary's absence: without ``docker-compose`` on PATH the
+files are resolved and checked by ``compose_offline`` (the Compose Specification's JSON schema with
+``jsonschema``, plus the checks ``config`` makes). Every test also runs on the offline resolution,
+so both ways are exercised wherever the binary exists. The resolved YAML is read as text: a few lines
+of indentation parsing pick out the services, their commands and the declared volumes.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit import compose_offline
+
 REPO = Path(__file__).resolve().parents[2]
 BASE = ("docker-compose.yml",)
 SCALE_OUT = ("docker-compose.yml", "deploy/docker-compose.scale-out.yml")
@@ -24,12 +28,8 @@ SERVICES = {"kafka", "topic-init", "learner", "predictor"}
 TOPICS = {"events": 4, "unlabelled": 4, "posteriors": 4, "dead-letters": 1}
 
 
-def compose_binary() -> str:
-    path = shutil.which("docker-compose")
-    if path is None:
-        pytest.fail("docker-compose not found on PATH: the deployment files cannot be checked. "
-                    "Install it with `apt-get install docker-compose` (Debian/Ubuntu).", pytrace=False)
-    return path
+def compose_binary() -> str | None:
+    return shutil.which("docker-compose")
 
 
 def compose_env(**variables: str) -> dict[str, str]:
@@ -41,9 +41,13 @@ def compose_env(**variables: str) -> dict[str, str]:
                   **variables}
 
 
-def compose_config(files: tuple[str, ...], env_file: Path, **variables: str) -> str:
-    """``docker-compose --env-file EMPTY -f F1 [-f F2] config`` from the repository root."""
-    argv = [compose_binary(), "--env-file", str(env_file)]
+def compose_config(files: tuple[str, ...], env_file: Path, offline: bool = False, **variables: str) -> str:
+    """``docker-compose --env-file EMPTY -f F1 [-f F2] config`` from the repository root; without
+    the binary (or with ``offline``), the same resolution by ``compose_offline``."""
+    binary = None if offline else compose_binary()
+    if binary is None:
+        return compose_offline.config_text(REPO, files, compose_env(**variables))
+    argv = [binary, "--env-file", str(env_file)]
     for name in files:
         argv += ["-f", name]
     run = subprocess.run(argv + ["config"], cwd=REPO, env=compose_env(**variables),
@@ -114,13 +118,15 @@ def env_file(tmp_path_factory) -> Path:
 
 
 @cache
-def _resolved(files: tuple[str, ...], env_file: Path) -> Resolved:
-    return Resolved(compose_config(files, env_file))
+def _resolved(files: tuple[str, ...], env_file: Path, offline: bool = False) -> Resolved:
+    return Resolved(compose_config(files, env_file, offline))
 
 
-@pytest.fixture(params=[BASE, SCALE_OUT], ids=["base", "scale-out"])
+@pytest.fixture(params=[(BASE, False), (SCALE_OUT, False), (BASE, True), (SCALE_OUT, True)],
+                ids=["base", "scale-out", "base-offline", "scale-out-offline"])
 def resolved(request, env_file) -> Resolved:
-    return _resolved(request.param, env_file)
+    files, offline = request.param
+    return _resolved(files, env_file, offline)
 
 
 def test_the_services_exist(resolved):
@@ -182,15 +188,18 @@ def test_the_snapshots_volume_is_shared_and_read_only_for_the_predictor(resolved
     assert ":ro" in predictor or "read_only: true" in predictor
 
 
-def test_scale_out_learners_own_disjoint_partitions(env_file):
-    resolved = _resolved(SCALE_OUT, env_file)
+@pytest.mark.parametrize("offline", [False, True], ids=["config", "offline"])
+def test_scale_out_learners_own_disjoint_partitions(env_file, offline):
+    resolved = _resolved(SCALE_OUT, env_file, offline)
     assert resolved.learners() == ["learner", "learner-1"]
     owned = [option(resolved.command(s), "--partitions").split(",") for s in resolved.learners()]
     assert owned == [["0", "1"], ["2", "3"]]
 
 
-def test_settings_come_through_environment_substitution(env_file):
-    resolved = Resolved(compose_config(BASE, env_file, STREAMBAYES_MODEL="mnb", STREAMBAYES_PARTITIONS="8",
+@pytest.mark.parametrize("offline", [False, True], ids=["config", "offline"])
+def test_settings_come_through_environment_substitution(env_file, offline):
+    resolved = Resolved(compose_config(BASE, env_file, offline, STREAMBAYES_MODEL="mnb",
+                                       STREAMBAYES_PARTITIONS="8",
                                        STREAMBAYES_KAFKA_CLIENT="confluent",
                                        STREAMBAYES_KAFKA_SASL_USERNAME="svc-streambayes"))
     assert option(resolved.command("learner"), "--model") == "mnb"
@@ -225,3 +234,40 @@ def test_s3_state_comes_through_the_environment(env_file):
         assert option(resolved.command(service), "--snapshots") == "s3://models/sms"
         env = resolved.environment(service)
         assert (env["AWS_ENDPOINT_URL_S3"], env["AWS_REGION"]) == ("http://minio:9000", "eu-west-1")
+
+
+def test_the_offline_resolution_matches_docker_compose_config(env_file):
+    """Where the binary exists, ``compose_offline`` resolves the files as ``config`` does (the fields
+    these tests read; ``config`` also rewrites ports and mounts to long forms, which they do not)."""
+    import yaml
+
+    fields = ("command", "entrypoint", "environment", "depends_on", "image", "build", "stop_signal",
+              "stop_grace_period", "restart", "healthcheck", "hostname")
+
+    def view(text: str) -> dict:
+        doc = yaml.safe_load(text)
+        services = {name: {f: s.get(f) for f in fields} for name, s in doc["services"].items()}
+        return {"services": services, "volumes": sorted(doc.get("volumes") or {})}
+
+    for files in (BASE, SCALE_OUT):
+        offline = view(compose_config(files, env_file, offline=True))
+        if compose_binary() is None:  # a fresh machine: nothing to compare with, but the offline
+            assert set(offline["services"]) >= SERVICES  # resolution must still hold the services
+            continue
+        assert offline == view(compose_config(files, env_file))
+
+
+@pytest.mark.parametrize("text, error", [
+    ("services:\n  a:\n    image: x\n    restart: 3\n", "Compose Specification"),
+    ("services:\n  a:\n    image: x\n    bogus_key: 1\n", "Compose Specification"),
+    ("services:\n  a:\n    image: x\n    volumes: [data:/d]\n", "undefined volume 'data'"),
+    ("services:\n  a:\n    image: x\n    depends_on: [b]\n", "undefined service 'b'"),
+    ("services:\n  a:\n    build: ./nowhere\n", "does not exist"),
+    ("services:\n  a:\n    command: ${NEEDED:?set it}\n    image: x\n", "NEEDED"),
+    ("services:\n  a:\n    command: ${BAD-\n    image: x\n", "invalid interpolation"),
+    ("services:\n  a:\n    command: echo\n", "neither an image nor a build"),
+])
+def test_the_offline_check_refuses_what_config_refuses(tmp_path, text, error):
+    (tmp_path / "compose.yml").write_text(text)
+    with pytest.raises(compose_offline.ComposeError, match=error):
+        compose_offline.resolve(tmp_path, ("compose.yml",), {})
