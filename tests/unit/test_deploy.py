@@ -227,6 +227,17 @@ def test_the_base_learner_and_predictor_share_the_kafka_state_topic(env_file):
     assert option(resolved.command("predictor"), "--snapshots") == state
 
 
+def test_the_base_learners_join_a_group_and_scale_with_compose(env_file):
+    """`docker compose up --scale learner=3`: no partition lists, no fixed container name or host
+    port that a second replica would collide on."""
+    resolved = _resolved(BASE, env_file)
+    for service in ("learner", "predictor"):
+        spec = resolved.services[service]
+        assert "--partitions" not in resolved.command(service)
+        assert "container_name" not in spec and not spec.get("ports"), service
+    assert "--scale learner=" in (REPO / "docker-compose.yml").read_text()
+
+
 def test_s3_state_comes_through_the_environment(env_file):
     resolved = Resolved(compose_config(BASE, env_file, STREAMBAYES_STATE="s3://models/sms",
                                        AWS_ENDPOINT_URL_S3="http://minio:9000", AWS_REGION="eu-west-1"))
