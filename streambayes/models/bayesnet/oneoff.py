@@ -1,0 +1,183 @@
+"""One-off exact queries P(Q | e) whose evidence set changes every call (Koller & Friedman 2009, 9.7).
+
+Nothing here is specific to one (query, evidence variables) shape, so a new shape costs no plan:
+
+1. everything per network is prepared once: CPT arrays, parent/child bitmasks, ancestor bitmasks,
+   and ONE global elimination order (min-fill on the whole moral graph), restricted per query;
+2. barren nodes are pruned: only Q ∪ E and their ancestors A are kept (bitmask unions);
+3. nodes d-separated from Q given E are pruned: the moral graph of A minus E is walked from Q and
+   only the CPTs whose unobserved variables touch Q's connected part are kept (Lauritzen et al. 1990);
+4. each kept CPT is indexed by the evidence codes (a view), and bucket elimination runs in the
+   global order, one ``np.einsum`` per eliminated variable.
+
+A dropped CPT that is zero for every value of its unobserved variables (a deterministic CPT ruling
+the evidence out) still raises; an impossibility spread over several CPTs of a part cut off from Q
+is not looked for (the posterior of Q does not depend on that part): ``log_likelihood_many`` gives
+P(e) exactly. Products that get tiny (below ``TINY``) are recomputed by the scaled, batched engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from streambayes.errors import NetworkError
+from streambayes.models.bayesnet.network import Network
+
+TINY = 1e-250  # a total below this is recomputed with per-step scaling
+
+
+class OneOffQueries:
+    """Pruned bucket elimination for single queries; build once per set of CPTs.
+
+    Variables are numbered in the global elimination order, so a factor's bucket is the lowest bit
+    of its hidden mask. Every factor gets an integer key (a CPT with its evidence codes, or a bucket's
+    input keys), and bucket results are cached by key: sub-products that no evidence reaches (the
+    prior marginals of the upper network, mostly) are computed once across queries. At ``max_cached``
+    entries the cache is emptied and refilled.
+    """
+
+    def __init__(self, net: Network, cpts: Mapping[str, np.ndarray], max_cached: int = 100_000) -> None:
+        order = _global_order(net)
+        self.names = order
+        index = {v: i for i, v in enumerate(order)}
+        self.index = index
+        fams = [tuple(index[u] for u in (v, *net.parents[v])) for v in order]
+        self.cpts = [np.asarray(cpts[v], np.float64) for v in order]
+        self.family = fams
+        self.fmask = [_mask(f) for f in fams]
+        self.pmask = [_mask(f[1:]) for f in fams]
+        children: list[list[int]] = [[] for _ in order]
+        for i, fam in enumerate(fams):
+            for p in fam[1:]:
+                children[p].append(i)
+        self.children = [[(1 << c, self.pmask[c]) for c in ch] for ch in children]
+        self.anc = [0] * len(order)
+        for v in net.order:  # parents first
+            i = index[v]
+            self.anc[i] = (1 << i) | _or(self.anc[p] for p in fams[i][1:])
+        self.max_cached = max_cached
+        self._keys: dict[tuple, int] = {}
+        self._cache: dict[tuple, tuple] = {}
+
+    def query(self, variables: Sequence[str], evidence: Mapping[str, int]) -> np.ndarray | None:
+        """The normalised joint of ``variables`` given evidence codes; None if the total is tiny.
+
+        Raises NetworkError when the evidence has probability zero as far as this query sees it.
+        """
+        q = [self.index[v] for v in variables]
+        ev = {self.index[v]: c for v, c in evidence.items()}
+        qmask, emask = _mask(q), _mask(ev)
+        keep = 0
+        for i in (*q, *ev):
+            keep |= self.anc[i]
+        part = self._component(qmask, emask, keep)
+        if len(self._keys) > self.max_cached:
+            self._cache.clear()
+            self._keys.clear()
+        buckets: dict[int, list] = {}
+        final = []
+        for i in _bits(keep):
+            fmask = self.fmask[i]
+            if not fmask & ~emask & part:
+                if fmask & emask and not self._reduced(i, ev).any():
+                    raise NetworkError(f"evidence {dict(evidence)} has probability zero")
+                continue
+            factor = self._leaf(i, ev) if fmask & emask else (i, self.cpts[i], self.family[i])
+            hidden = fmask & ~emask & ~qmask
+            if hidden:
+                buckets.setdefault(hidden & -hidden, []).append(factor)
+            else:
+                final.append(factor)
+        while buckets:
+            x = min(buckets)
+            factor = self._eliminate(x.bit_length() - 1, buckets.pop(x))
+            hidden = _mask(factor[2]) & ~qmask
+            if hidden:
+                buckets.setdefault(hidden & -hidden, []).append(factor)
+            else:
+                final.append(factor)
+        if len(final) == 1 and final[0][2] == tuple(q):
+            table = final[0][1]
+        else:
+            table = _einsum(final, tuple(q))
+        total = table.sum()
+        if not total > TINY:
+            return None
+        return table / total
+
+    def _reduced(self, i: int, ev: Mapping[int, int]) -> np.ndarray:
+        return self.cpts[i][tuple(ev.get(u, slice(None)) for u in self.family[i])]
+
+    def _leaf(self, i: int, ev: Mapping[int, int]) -> tuple:
+        """(key, CPT indexed by the evidence, free scope)."""
+        fam = self.family[i]
+        name = (-1 - i, *(ev.get(u, -1) for u in fam))  # buckets: (x >= 0, keys)
+        key = self._keys.get(name)
+        if key is None:
+            key = self._keys[name] = len(self._keys) + len(self.cpts)
+        return key, self._reduced(i, ev), tuple(u for u in fam if u not in ev)
+
+    def _eliminate(self, x: int, factors: list) -> tuple:
+        """Multiply the factors of x's bucket and sum x out (cached by the inputs' keys)."""
+        name = (x, *sorted(f[0] for f in factors))
+        found = self._cache.get(name)
+        if found is None:
+            scope = tuple(dict.fromkeys(u for f in factors for u in f[2] if u != x))
+            found = self._cache[name] = (len(self._keys) + len(self.cpts), _einsum(factors, scope), scope)
+            self._keys[name] = found[0]
+        return found
+
+    def _component(self, qmask: int, emask: int, keep: int) -> int:
+        """The variables joined to the query in the moral graph of ``keep`` once E is removed."""
+        seen, stack = qmask, _bits(qmask)
+        while stack:
+            u = stack.pop()
+            nb = self.pmask[u]
+            for bit, parents in self.children[u]:
+                if bit & keep:
+                    nb |= bit | parents
+            nb &= ~emask & ~seen
+            if nb:
+                seen |= nb
+                stack.extend(_bits(nb))
+        return seen
+
+
+def _einsum(factors: list, out: tuple[int, ...]) -> np.ndarray:
+    letters: dict[int, int] = {}
+    args: list = []
+    for _, table, scope in factors:
+        args += [table, [letters.setdefault(u, len(letters)) for u in scope]]
+    if not args:
+        return np.ones(())
+    args.append([letters.setdefault(u, len(letters)) for u in out])
+    return np.einsum(*args)
+
+
+def _global_order(net: Network) -> list[str]:
+    """One min-fill elimination order of the whole moral graph."""
+    from streambayes.models.bayesnet.inference import _min_fill
+
+    return _min_fill([(v, *net.parents[v]) for v in net.states], set(), net)
+
+
+def _mask(items) -> int:
+    return _or(1 << i for i in items)
+
+
+def _or(masks) -> int:
+    out = 0
+    for m in masks:
+        out |= m
+    return out
+
+
+def _bits(mask: int) -> list[int]:
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
