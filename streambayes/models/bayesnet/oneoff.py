@@ -58,8 +58,9 @@ class OneOffQueries:
             i = index[v]
             self.anc[i] = (1 << i) | _or(self.anc[p] for p in fams[i][1:])
         self.max_cached = max_cached
-        self._keys: dict[tuple, int] = {}
-        self._cache: dict[tuple, tuple] = {}
+        self._plain = [(i, t, f, m, True)
+                       for i, (t, f, m) in enumerate(zip(self.cpts, fams, self.fmask, strict=True))]
+        self._cache: dict[tuple, tuple] = {}  # name -> (key, table, scope, scope mask, any nonzero)
 
     def query(self, variables: Sequence[str], evidence: Mapping[str, int]) -> np.ndarray | None:
         """The normalised joint of ``variables`` given evidence codes; None if the total is tiny.
@@ -73,19 +74,18 @@ class OneOffQueries:
         for i in (*q, *ev):
             keep |= self.anc[i]
         part = self._component(qmask, emask, keep)
-        if len(self._keys) > self.max_cached:
+        if len(self._cache) > self.max_cached:
             self._cache.clear()
-            self._keys.clear()
         buckets: dict[int, list] = {}
         final = []
         for i in _bits(keep):
             fmask = self.fmask[i]
-            if not fmask & ~emask & part:
-                if fmask & emask and not self._reduced(i, ev).any():
+            factor = self._leaf(i, ev) if fmask & emask else self._plain[i]
+            if not factor[3] & part:
+                if not factor[4]:
                     raise NetworkError(f"evidence {dict(evidence)} has probability zero")
                 continue
-            factor = self._leaf(i, ev) if fmask & emask else (i, self.cpts[i], self.family[i])
-            hidden = fmask & ~emask & ~qmask
+            hidden = factor[3] & ~qmask
             if hidden:
                 buckets.setdefault(hidden & -hidden, []).append(factor)
             else:
@@ -93,7 +93,7 @@ class OneOffQueries:
         while buckets:
             x = min(buckets)
             factor = self._eliminate(x.bit_length() - 1, buckets.pop(x))
-            hidden = _mask(factor[2]) & ~qmask
+            hidden = factor[3] & ~qmask
             if hidden:
                 buckets.setdefault(hidden & -hidden, []).append(factor)
             else:
@@ -107,17 +107,17 @@ class OneOffQueries:
             return None
         return table / total
 
-    def _reduced(self, i: int, ev: Mapping[int, int]) -> np.ndarray:
-        return self.cpts[i][tuple(ev.get(u, slice(None)) for u in self.family[i])]
-
     def _leaf(self, i: int, ev: Mapping[int, int]) -> tuple:
-        """(key, CPT indexed by the evidence, free scope)."""
+        """The CPT of i indexed by the evidence codes, as a factor (cached by name)."""
         fam = self.family[i]
-        name = (-1 - i, *(ev.get(u, -1) for u in fam))  # buckets: (x >= 0, keys)
-        key = self._keys.get(name)
-        if key is None:
-            key = self._keys[name] = len(self._keys) + len(self.cpts)
-        return key, self._reduced(i, ev), tuple(u for u in fam if u not in ev)
+        name = (-1 - i, *[ev.get(u, -1) for u in fam])  # buckets: (x >= 0, keys)
+        found = self._cache.get(name)
+        if found is None:
+            table = self.cpts[i][tuple(ev.get(u, slice(None)) for u in fam)]
+            scope = tuple(u for u in fam if u not in ev)
+            found = (len(self._cache) + len(self.cpts), table, scope, _mask(scope), bool(table.any()))
+            self._cache[name] = found
+        return found
 
     def _eliminate(self, x: int, factors: list) -> tuple:
         """Multiply the factors of x's bucket and sum x out (cached by the inputs' keys)."""
@@ -125,8 +125,8 @@ class OneOffQueries:
         found = self._cache.get(name)
         if found is None:
             scope = tuple(dict.fromkeys(u for f in factors for u in f[2] if u != x))
-            found = self._cache[name] = (len(self._keys) + len(self.cpts), _einsum(factors, scope), scope)
-            self._keys[name] = found[0]
+            found = (len(self._cache) + len(self.cpts), _einsum(factors, scope), scope, _mask(scope), True)
+            self._cache[name] = found
         return found
 
     def _component(self, qmask: int, emask: int, keep: int) -> int:
@@ -148,7 +148,7 @@ class OneOffQueries:
 def _einsum(factors: list, out: tuple[int, ...]) -> np.ndarray:
     letters: dict[int, int] = {}
     args: list = []
-    for _, table, scope in factors:
+    for _, table, scope, _, _ in factors:
         args += [table, [letters.setdefault(u, len(letters)) for u in scope]]
     if not args:
         return np.ones(())
