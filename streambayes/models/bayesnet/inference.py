@@ -12,8 +12,9 @@ built once and cached:
 3. eliminating X = one einsum over the factors that contain X, summing X out; steps whose inputs
    do not depend on the evidence are computed once, when the plan is built.
 
-Parts of the factor graph cut off from the query by the evidence are still eliminated: they do
-not change the posterior, but one of them may carry probability zero, which must raise.
+In these batched paths, parts of the factor graph cut off from the query by the evidence are still
+eliminated: they do not change the posterior, but one of them may carry probability zero, which
+must raise. Single queries (``query``) prune them instead (see ``oneoff``).
 
 Scaling: products are computed in probability space (float64) and every evidence-dependent
 intermediate factor is divided by its per-row maximum, the logarithms of the divisors being
