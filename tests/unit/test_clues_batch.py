@@ -50,3 +50,23 @@ def test_tied_clues_are_ordered_by_name():
     assert [c[0] for c in clues] == ["tok:alpha", "tok:zeta"] and clues[0][1] == clues[1][1]
     assert model.clues_many([{"text": "zeta alpha"}, {"text": "alpha zeta"}], 2) == [clues, clues]
     assert np.isfinite(clues[0][1])
+
+
+def test_clues_after_predicting_the_same_dicts_do_not_featurize_again():
+    import pickle
+
+    xs, ys = _sms(600)
+    model = make_model("nb")
+    model.learn_many(xs[:500], ys[:500])
+    batch = [dict(x, text=x["text"] + " zzmarker") for x in xs[500:]]
+    calls = []
+    featurize = model._featurizer.featurize
+    model._featurizer.featurize = lambda xs, **kw: calls.append(len(xs)) or featurize(xs, **kw)
+    model.predict_log_proba_many(model.featurize(batch))
+    clues = model.clues_many(batch, 3)
+    assert calls == [100]
+    assert model.clues_many(list(batch), 3) == clues and calls == [100]  # the same dicts
+    copies = [dict(x) for x in batch]
+    assert model.clues_many(copies, 3) == clues and calls == [100, 100]  # other dicts: featurized
+    del model._featurizer.featurize
+    assert "_last_batch" not in vars(pickle.loads(pickle.dumps(model)))  # never pickled
