@@ -29,6 +29,7 @@ from typing import Any
 
 from streambayes.config import Settings
 from streambayes.errors import BrokerError, FeatureError, LimitError, UsageError
+from streambayes.models.usage import first_batch_note
 from streambayes.runtime.loops.shards import store_options
 from streambayes.runtime.records.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.records.events import DeadLetter
@@ -266,6 +267,11 @@ class LearnLoop:
         good = self._with_keys(good)
         if not good:
             return
+        if not getattr(self, "_fields_noted", False):  # the first events: a model that sees nothing warns
+            self._fields_noted = True
+            note = first_batch_note(self.model_name or "model", self.model, [d.x for d in good])
+            if note is not None:
+                (logger.warning if note[0] else logger.info)(note[1])
         try:
             X = self.model.featurize([d.x for d in good])
             self._calibrate(X, good)

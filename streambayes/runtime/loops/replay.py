@@ -12,6 +12,7 @@ dead-lettered as ``bad_feature``. Nothing bad stops the replay; the result count
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import tempfile
 import time
@@ -29,6 +30,7 @@ from rich.table import Table
 from streambayes.config import Settings
 from streambayes.errors import FeatureError, ModelError, NetworkError, UsageError
 from streambayes.evaluate.prequential import KEY, Learner, Prequential
+from streambayes.models.usage import FieldKinds, unused_warning, usage, usage_line
 from streambayes.runtime.records.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.records.events import DeadLetter
 from streambayes.runtime.records.limits import RecordLimits
@@ -38,6 +40,7 @@ from streambayes.runtime.records.sources import FileSource, Format, Source
 DEAD_LETTER_TOPIC = "dead-letters"
 DEFAULT_DEAD_LETTER_FILE = "streambayes-dead-letters.jsonl"
 PROGRESS_MIN_BYTES = 1 << 20  # show a progress bar for files of 1 MiB and more
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -52,6 +55,12 @@ class ReplayResult:
     seconds: float = 0.0
     batch_size: int = 256  # the largest mini-batch; batches grow 1, 2, 4, ... up to it
     batches: int = 0
+    fields: FieldKinds = field(default_factory=FieldKinds)  # the events' fields and their kinds
+    models: Mapping[str, Any] = field(default_factory=dict)
+
+    def fields_used(self) -> dict[str, list[str] | None]:
+        """The fields each model could learn from (None: a model that cannot tell)."""
+        return usage(self.models, self.fields)
 
     @property
     def events(self) -> int:
@@ -60,7 +69,8 @@ class ReplayResult:
     def metrics(self) -> dict[str, Any]:
         """The ``metrics.json`` document of DESIGN §6 (plus counts and labels)."""
         n_dead = sum(self.dead_letters.values())
-        models = {name: {**values, "dead_letters": n_dead}
+        used = self.fields_used()
+        models = {name: {**values, "dead_letters": n_dead, "fields_used": used.get(name)}
                   for name, values in self.run.summary().items()}
         return {
             "source": self.source,
@@ -189,7 +199,7 @@ def replay(
         if label_delay < 0:
             raise UsageError(f"--label-delay must be >= 0, got {label_delay}")
         run = DelayedPrequential(models, label_delay, positive, loss=loss)
-    result = ReplayResult(topic, run, batch_size=batch_size)
+    result = ReplayResult(topic, run, batch_size=batch_size, models=models)
     by_position: dict[int, Decoded] = {}  # delayed runs reject by stream position
     start = time.perf_counter()
     grow = 1  # batches grow 1, 2, 4, ...: the first events are scored by an up-to-date model
@@ -207,6 +217,12 @@ def replay(
                 _send(dead_letters, result, item)
             else:
                 good.append(item)
+        if good and not result.fields.values:  # the first events: warn of models that see nothing
+            result.fields.observe(d.x for d in good)
+            for name, used in result.fields_used().items():
+                if used == [] and result.fields.values:
+                    logger.warning(unused_warning(name, result.fields))
+        result.fields.observe(d.x for d in good)
         try:
             xs = [{**d.x, KEY: d.event.key} for d in good] if per_key else [d.x for d in good]
             base = getattr(result.run, "position", None)
@@ -379,6 +395,9 @@ def print_summary(result: ReplayResult, console: Console) -> None:
     console.print(f"{result.source}: {result.records} records, {result.events} events, "
                   f"{n_dead} dead letters in {result.seconds:.2f} s; {result.batches} mini-batches "
                   f"growing 1, 2, 4, ... to {result.batch_size}", highlight=False, soft_wrap=True)
+    line = usage_line(result.fields_used())
+    if line:
+        console.print(line, highlight=False, soft_wrap=True)
     if n_dead:
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(result.dead_letters.items()))
         console.print(f"dead letters ({reasons}) written to {result.dead_letter_path}",
