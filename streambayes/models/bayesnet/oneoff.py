@@ -7,7 +7,9 @@ Nothing here is specific to one (query, evidence variables) shape, so a new shap
 2. barren nodes are pruned: only Q ∪ E and their ancestors A are kept (bitmask unions);
 3. nodes d-separated from Q given E are pruned: the moral graph of A minus E is walked from Q and
    only the CPTs whose unobserved variables touch Q's connected part are kept (Lauritzen et al. 1990);
-4. each kept CPT is indexed by the evidence codes (a view), and bucket elimination runs in the
+4. a kept variable whose ancestors hold no query or evidence variable and reach the rest only
+   through it stands, with its ancestors, as its prior marginal P(v) (computed once);
+5. each kept CPT is indexed by the evidence codes (a view), and bucket elimination runs in the
    global order, one ``np.einsum`` per eliminated variable.
 
 A dropped CPT that is zero for every value of its unobserved variables (a deterministic CPT ruling
@@ -57,12 +59,22 @@ class OneOffQueries:
         for v in net.order:  # parents first
             i = index[v]
             self.anc[i] = (1 << i) | _or(self.anc[p] for p in fams[i][1:])
+        cmask = [0] * len(order)
+        for i, fam in enumerate(fams):
+            for p in fam[1:]:
+                cmask[p] |= 1 << i
+        self.reverse_topo = [index[v] for v in reversed(net.order)]
+        self.strict = [self.anc[i] & ~(1 << i) for i in range(len(order))]
+        self.outside = [_or(cmask[u] for u in _bits(self.strict[i])) & ~self.anc[i]
+                        for i in range(len(order))]  # children of i's ancestors beside them
+        self._marginals: dict[int, np.ndarray] = {}
         self.max_cached = max_cached
         self._plain = [(i, t, f, m, True)
                        for i, (t, f, m) in enumerate(zip(self.cpts, fams, self.fmask, strict=True))]
         self._cache: dict[tuple, tuple] = {}  # name -> (key, table, scope, scope mask, any nonzero)
 
-    def query(self, variables: Sequence[str], evidence: Mapping[str, int]) -> np.ndarray | None:
+    def query(self, variables: Sequence[str], evidence: Mapping[str, int],
+              absorb: bool = True) -> np.ndarray | None:
         """The normalised joint of ``variables`` given evidence codes; None if the total is tiny.
 
         Raises NetworkError when the evidence has probability zero as far as this query sees it.
@@ -74,13 +86,17 @@ class OneOffQueries:
         for i in (*q, *ev):
             keep |= self.anc[i]
         part = self._component(qmask, emask, keep)
-        if len(self._cache) > self.max_cached:
+        if absorb and len(self._cache) > self.max_cached:  # (never inside a query: keys stay unique)
             self._cache.clear()
+        absorbed, marginal = self._absorbed(keep, qmask | emask) if absorb else (0, 0)
         buckets: dict[int, list] = {}
         final = []
-        for i in _bits(keep):
+        for i in _bits(keep & ~absorbed):
             fmask = self.fmask[i]
-            factor = self._leaf(i, ev) if fmask & emask else self._plain[i]
+            if 1 << i & marginal:
+                factor = self._marginal_leaf(i, ev)
+            else:
+                factor = self._leaf(i, ev) if fmask & emask else self._plain[i]
             if not factor[3] & part:
                 if not factor[4]:
                     raise NetworkError(f"evidence {dict(evidence)} has probability zero")
@@ -103,9 +119,41 @@ class OneOffQueries:
         else:
             table = _einsum(final, tuple(q))
         total = table.sum()
-        if not total > TINY:
+        if not total > (TINY if absorb else 0.0):  # (a prior marginal is never tiny in total)
             return None
         return table / total
+
+    def _absorbed(self, keep: int, seen: int) -> tuple[int, int]:
+        """(ancestors summed out in advance, the variables whose prior marginal stands for them):
+        a kept variable v whose ancestors hold no query or evidence variable and have no kept
+        child but v and each other contributes only P(v) (precomputed once)."""
+        absorbed = marginal = 0
+        for v in self.reverse_topo:  # children first: the largest such ancestor sets win
+            bit = 1 << v
+            if not bit & keep or bit & absorbed:
+                continue
+            up = self.strict[v]
+            if up and not up & seen and not self.outside[v] & keep:
+                absorbed |= up
+                marginal |= bit
+        return absorbed, marginal
+
+    def _marginal_leaf(self, i: int, ev: Mapping[int, int]) -> tuple:
+        """P(i) (no evidence), indexed by i's evidence code if it has one, as a factor."""
+        name = (-1 - len(self.cpts) - i, ev.get(i, -1))
+        found = self._cache.get(name)
+        if found is None:
+            prior = self._marginals.get(i)
+            if prior is None:
+                prior = self.query([self.names[i]], {}, absorb=False)
+                if prior is None:
+                    raise NetworkError(f"the CPTs give {self.names[i]!r} no probability at all")
+                self._marginals[i] = prior
+            table = prior[ev[i]] if i in ev else prior
+            scope = () if i in ev else (i,)
+            found = (len(self._cache) + len(self.cpts), table, scope, _mask(scope), bool(np.any(table)))
+            self._cache[name] = found
+        return found
 
     def _leaf(self, i: int, ev: Mapping[int, int]) -> tuple:
         """The CPT of i indexed by the evidence codes, as a factor (cached by name)."""
