@@ -44,7 +44,7 @@ def top_clues(rows: np.ndarray, diffs: np.ndarray, name_of, n: int, k: int) -> l
     if len(ties):  # equal |diff| in a row: by name, then position (a stable sort of each run)
         picked, names = _names_first(picked, names, ties)
     chosen = np.flatnonzero(np.arange(len(r)) - np.searchsorted(r, r) < k)  # the first k of each row
-    pairs = list(zip([names[i] for i in chosen.tolist()], diffs[picked[chosen]].tolist(), strict=True))
+    pairs = list(zip(map(names.__getitem__, chosen.tolist()), diffs[picked[chosen]].tolist(), strict=True))
     bounds = np.searchsorted(r[chosen], np.arange(n + 1)).tolist()
     return [pairs[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
@@ -198,7 +198,7 @@ def _entry_names(batch: Batch, entries, at: np.ndarray) -> list[str]:
     if words is None:
         words = [w for row in batch.words or [] for w in row]
     if entries is batch.tokens:  # no fields folded in: the entries are the tokens
-        return ["tok:" + words[i] for i in at.tolist()]
+        return list(map("tok:".__add__, map(words.__getitem__, at.tolist())))  # (C loops)
     indptr = batch.tokens.indptr
     rows = [np.repeat(np.arange(batch.n), np.diff(indptr))]
     kinds = [np.arange(len(words))]  # >= 0: a token; < 0: -1 - the position in `named`
