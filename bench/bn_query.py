@@ -40,7 +40,8 @@ from streambayes.models.bayesnet.inference import VariableElimination
 from streambayes.models.bayesnet.sampling import forward_sample
 
 
-def bif_path(name: str) -> Path:
+def bif_path(name: str, tmp: Path) -> Path:
+    """The shared network, else the one in pgmpy's wheel (gunzipped into ``tmp``)."""
     try:
         return data_path("bif", f"{name}.bif")
     except FileNotFoundError:
@@ -48,9 +49,9 @@ def bif_path(name: str) -> Path:
     import pgmpy
 
     packed = Path(pgmpy.__file__).parent / "utils" / "example_models" / f"{name}.bif.gz"
-    with tempfile.NamedTemporaryFile("wb", suffix=".bif", delete=False) as tmp:
-        tmp.write(gzip.decompress(packed.read_bytes()))
-    return Path(tmp.name)
+    path = tmp / f"{name}.bif"
+    path.write_bytes(gzip.decompress(packed.read_bytes()))
+    return path
 
 
 def random_queries(net: Network, n: int, max_evidence: int, seed: int) -> list[tuple[str, dict]]:
@@ -77,11 +78,11 @@ def timed(fn):
     return time.perf_counter() - t0, out
 
 
-def run_network(name: str, args) -> dict:
+def run_network(name: str, args, tmp: Path) -> dict:
     from pgmpy.inference import VariableElimination as PgmpyVE
     from pgmpy.readwrite import BIFReader
 
-    path = bif_path(name)
+    path = bif_path(name, tmp)
     net = read_bif(path)
     pgmpy_engine = PgmpyVE(BIFReader(str(path)).get_model())
     warm = VariableElimination(net)
@@ -134,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore")
     print(f"pgmpy {package_version('pgmpy')}, numpy {np.__version__}; {args.queries} queries x "
           f"{args.rounds} rounds per network, 0-{args.max_evidence} evidence variables per query")
-    results = [run_network(n, args) for n in args.networks.split(",")]
+    with tempfile.TemporaryDirectory() as tmp:
+        results = [run_network(n, args, Path(tmp)) for n in args.networks.split(",")]
     rows = []
     for res in results:
         for key, label in (("pgmpy", "pgmpy VariableElimination"), ("cold", "ours VE.query, cold"),
