@@ -257,7 +257,7 @@ class NaiveBayesBase:
     def clues_many(self, X: Sequence[Mapping], k: int = 5) -> list[list[tuple[str, float]]]:
         """``clues_one`` of every event, the terms of the whole batch scored in numpy at once
         (:mod:`streambayes.models.clues`); equal to ``clues_one``, ties included."""
-        from streambayes.models.clues import batch_terms, top_clues
+        from streambayes.models.clues import batch_terms, gc_paused, top_clues
 
         if len(self._classes) < 2:
             return [[] for _ in X]
@@ -267,7 +267,8 @@ class NaiveBayesBase:
             return []
         rows, diffs, name_of = batch_terms(self._components, batch, self._forget.to_true(),
                                            order[:, 0], order[:, 1])
-        return top_clues(rows, diffs, name_of, batch.n, k)
+        with gc_paused():  # ~k tuples per event: one young collection, not one per 700 of them
+            return top_clues(rows, diffs, name_of, batch.n, k)
 
     def log_odds_terms(self, x: Mapping) -> list[tuple[str, float]]:
         """Every term of the log-odds between the predicted class and the runner-up."""

@@ -70,3 +70,20 @@ def test_clues_after_predicting_the_same_dicts_do_not_featurize_again():
     assert model.clues_many(copies, 3) == clues and calls == [100, 100]  # other dicts: featurized
     del model._featurizer.featurize
     assert "_last_batch" not in vars(pickle.loads(pickle.dumps(model)))  # never pickled
+
+
+def test_clues_leave_the_garbage_collector_as_they_found_it():
+    import gc
+
+    xs, ys = _sms(300)
+    model = make_model("mnb")
+    model.learn_many(xs[:200], ys[:200])
+    assert gc.isenabled()
+    model.clues_many(xs[200:], 5)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        model.clues_many(xs[200:], 5)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
