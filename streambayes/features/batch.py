@@ -60,6 +60,7 @@ class Batch:
     categorical: dict[str, np.ndarray]  # object arrays, None = missing
     numeric: dict[str, np.ndarray]  # float64, NaN = missing
     words: list[list[str]] | None = None  # token strings per row, kept for clues
+    flat_words: list[str] | None = None  # every token string, in ``tokens`` order (for clues)
 
     def slice(self, start: int, stop: int) -> Batch:
         """Rows ``start … stop-1`` as a batch of their own."""
@@ -68,7 +69,8 @@ class Batch:
                             self.tokens.values[lo:hi])
         return Batch(stop - start, tokens, {k: c[start:stop] for k, c in self.categorical.items()},
                      {k: c[start:stop] for k, c in self.numeric.items()},
-                     None if self.words is None else self.words[start:stop])
+                     None if self.words is None else self.words[start:stop],
+                     None if self.flat_words is None else self.flat_words[lo:hi])
 
 
 class Featurizer:
@@ -125,7 +127,7 @@ class Featurizer:
         tokens = SparseRows(indptr, np.fromiter(buckets, np.int64, len(buckets)), np.ones(len(buckets)))
         categorical = {k: np.array(v, dtype=object) for k, v in cat.items()}
         words = [flat[indptr[i]:indptr[i + 1]] for i in range(n)] if keep_words else None
-        return Batch(n, tokens, categorical, num, words)
+        return Batch(n, tokens, categorical, num, words, flat)
 
 def _number(key: str, value: object) -> float:
     if not isinstance(value, numbers.Real):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import operator
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -114,7 +115,24 @@ class NaiveBayesBase:
 
     # -- learning -------------------------------------------------------------------------
     def featurize(self, xs: Sequence[Mapping], keep_words: bool = False) -> Batch:
-        return self._featurizer.featurize(xs, keep_words=keep_words)
+        """The batch of ``xs``; the last one is remembered (with the dicts, by identity) so that
+        ``clues_many`` on the same dicts — the predictor's clues right after its predictions — does
+        not featurize them again. A dict changed in place in between is not noticed."""
+        batch = self._featurizer.featurize(xs, keep_words=keep_words)
+        self._last_batch = (list(xs), batch)
+        return batch
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_last_batch", None)  # a cache of the last input: never pickled
+        return state
+
+    def _featurized(self, X: Sequence[Mapping]) -> Batch:
+        """The remembered batch if ``X`` holds the very dicts last featurized, else a new one."""
+        last = getattr(self, "_last_batch", None)
+        if last is not None and len(last[0]) == len(X) and all(map(operator.is_, last[0], X)):
+            return last[1]
+        return self.featurize(X)
 
     def _as_batch(self, X) -> Batch:
         return X if isinstance(X, Batch) else self.featurize(X)
@@ -229,23 +247,28 @@ class NaiveBayesBase:
         Each clue is (feature, contribution to ``log P(top|x) - log P(second|x)``); all of
         them plus the ``"prior"`` term sum to that log-odds.
         """
+        from streambayes.models.clues import clue_key
+
         terms = self.log_odds_terms(x)
         terms = [t for t in terms if t[0] != "prior"]
-        terms.sort(key=lambda t: -abs(t[1]))
+        terms.sort(key=clue_key)  # ties: by name, then term order
         return terms[:k]
 
     def clues_many(self, X: Sequence[Mapping], k: int = 5) -> list[list[tuple[str, float]]]:
-        """``clues_one`` of every event, featurized and scored as one batch (same results)."""
+        """``clues_one`` of every event, the terms of the whole batch scored in numpy at once
+        (:mod:`streambayes.models.clues`); equal to ``clues_one``, ties included."""
+        from streambayes.models.clues import batch_terms, gc_paused, top_clues
+
         if len(self._classes) < 2:
             return [[] for _ in X]
-        batch = self.featurize(X, keep_words=True)
-        jll = self.joint_log_likelihood_many(batch)
-        out = []
-        for i in range(batch.n):
-            terms = [t for t in self._terms(batch.slice(i, i + 1), jll[i]) if t[0] != "prior"]
-            terms.sort(key=lambda t: -abs(t[1]))
-            out.append(terms[:k])
-        return out
+        batch = X if isinstance(X, Batch) else self._featurized(X)
+        order = np.argsort(-self.joint_log_likelihood_many(batch), axis=1, kind="stable")
+        if not batch.n:
+            return []
+        rows, diffs, name_of = batch_terms(self._components, batch, self._forget.to_true(),
+                                           order[:, 0], order[:, 1])
+        with gc_paused():  # ~k tuples per event: one young collection, not one per 700 of them
+            return top_clues(rows, diffs, name_of, batch.n, k)
 
     def log_odds_terms(self, x: Mapping) -> list[tuple[str, float]]:
         """Every term of the log-odds between the predicted class and the runner-up."""

@@ -149,11 +149,18 @@ def test_bad_names_raise():
 def test_elimination_order_is_cached_per_shape():
     net = _net("alarm")
     ve = VariableElimination(net)
-    a = ve.query(["HYPOVOLEMIA"], {"CVP": "LOW", "BP": "HIGH"})
+
+    def rows(**observed):
+        codes = np.full((1, len(net.states)), -1)
+        for v, s in observed.items():
+            codes[0, net.index[v]] = net.state_index[v][s]
+        return codes
+
+    a = ve.posterior_many("HYPOVOLEMIA", rows(CVP="LOW", BP="HIGH"))
     assert ve.plans_built == 1
-    b = ve.query(["HYPOVOLEMIA"], {"BP": "LOW", "CVP": "NORMAL"})
+    b = ve.posterior_many("HYPOVOLEMIA", rows(BP="LOW", CVP="NORMAL"))
     assert ve.plans_built == 1 and not np.allclose(a, b)
-    ve.query(["HYPOVOLEMIA"], {"CVP": "LOW"})
+    ve.posterior_many("HYPOVOLEMIA", rows(CVP="LOW"))
     assert ve.plans_built == 2
 
 

@@ -12,8 +12,9 @@ built once and cached:
 3. eliminating X = one einsum over the factors that contain X, summing X out; steps whose inputs
    do not depend on the evidence are computed once, when the plan is built.
 
-Parts of the factor graph cut off from the query by the evidence are still eliminated: they do
-not change the posterior, but one of them may carry probability zero, which must raise.
+In these batched paths, parts of the factor graph cut off from the query by the evidence are still
+eliminated: they do not change the posterior, but one of them may carry probability zero, which
+must raise. Single queries (``query``) prune them instead (see ``oneoff``).
 
 Scaling: products are computed in probability space (float64) and every evidence-dependent
 intermediate factor is divided by its per-row maximum, the logarithms of the divisors being
@@ -39,6 +40,7 @@ import numpy as np
 
 from streambayes.errors import NetworkError
 from streambayes.models.bayesnet.network import Network
+from streambayes.models.bayesnet.oneoff import OneOffQueries
 
 _LETTERS = string.ascii_letters
 JOINT_LIMIT = 4096  # largest joint of the unobserved variables enumerated directly (expected counts)
@@ -73,6 +75,7 @@ class VariableElimination:
         self._plans: dict[tuple, _Plan] = {}
         self._patterns: dict[bytes, tuple] = {}
         self.plans_built = 0  # how many elimination orders were computed (cache misses)
+        self._oneoff: OneOffQueries | None = None  # single queries: pruned, one global order
 
     def _ancestors(self, v: str) -> set[str]:
         seen, stack = set(), list(self.net.parents[v])
@@ -85,10 +88,19 @@ class VariableElimination:
 
     # -- public queries -------------------------------------------------------------------------
     def query(self, variables: Sequence[str], evidence: Mapping[str, str] | None = None) -> np.ndarray:
-        """P(variables | evidence), the joint in the given variable order, normalised."""
+        """P(variables | evidence), the joint in the given variable order, normalised.
+
+        Single queries go through ``OneOffQueries`` (barren and d-separated parts pruned, one
+        global elimination order, no per-shape plan); batches of rows use the cached plans.
+        """
         variables, evidence = list(variables), dict(evidence or {})
         self._check_names(variables, evidence)
-        ev_vars = tuple(sorted(evidence, key=self.net.index.get))
+        if self._oneoff is None:
+            self._oneoff = OneOffQueries(self.net, self.cpts)
+        found = self._oneoff.query(variables, {v: self.net.state_index[v][s] for v, s in evidence.items()})
+        if found is not None:
+            return found
+        ev_vars = tuple(sorted(evidence, key=self.net.index.get))  # tiny products: the scaled engine
         codes = np.array([[self.net.state_index[v][evidence[v]] for v in ev_vars]], np.int64)
         table, _ = self._run(self._plan(tuple(variables), ev_vars), codes)
         total = table.sum()

@@ -303,7 +303,10 @@ class BayesNet:
         one = isinstance(variables, str)
         names = [variables] if one else list(variables)
         evidence = {k: v for k, v in (evidence or {}).items() if v is not None}
-        self.encode([evidence] + [{v: None} for v in names])  # names every unknown variable/state
+        for v in [*evidence, *names]:  # one lookup per name: no (1, V) row is encoded
+            if v not in self._net.index:
+                raise NetworkInputError(f"unknown variable {v!r}; the network has {self.variables}")
+        evidence = {v: self._net.states[v][self._code(v, s)] for v, s in evidence.items()}
         table = self._current()[1].query(names, evidence)
         domains = [self._net.states[v] for v in names]
         if one or len(names) == 1:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from streambayes.config import Settings
 from streambayes.errors import BrokerError, FeatureError, LimitError, UsageError
+from streambayes.models.usage import first_batch_note
 from streambayes.runtime.records.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.records.events import DeadLetter
 from streambayes.runtime.records.limits import RecordLimits
@@ -185,6 +186,7 @@ class LearnLoop:
         self.events_total = 0
         self._positions: Positions = {}
         self._unsaved = 0  # records read since the last checkpoint
+        self._fields_noted = False  # said which fields the model uses (at the first events)
 
     def restore(self) -> None:
         """Load the newest good snapshot (or start fresh) and seek the source to its positions."""
@@ -275,6 +277,11 @@ class LearnLoop:
         good = self._with_keys(good)
         if not good:
             return
+        if not self._fields_noted:  # the first events: a model that sees nothing warns
+            self._fields_noted = True
+            note = first_batch_note(self.model_name or "model", self.model, [d.x for d in good])
+            if note is not None:
+                (logger.warning if note[0] else logger.info)(note[1])
         try:
             X = self.model.featurize([d.x for d in good])
             self._calibrate(X, good)

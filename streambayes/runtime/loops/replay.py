@@ -11,6 +11,7 @@ dead-lettered as ``bad_feature``. Nothing bad stops the replay; the result count
 
 from __future__ import annotations
 
+import logging
 import sys
 import tempfile
 import time
@@ -26,6 +27,7 @@ from rich.console import Console
 from streambayes.config import Settings
 from streambayes.errors import FeatureError, ModelError, NetworkError, UsageError
 from streambayes.evaluate.prequential import KEY, Learner, Prequential
+from streambayes.models.usage import FieldKinds, unused_warning, usage
 from streambayes.runtime.loops.report import print_summary, progress, write_report
 from streambayes.runtime.records.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.records.events import DeadLetter
@@ -35,6 +37,7 @@ from streambayes.runtime.records.sources import FileSource, Format, Source
 
 DEAD_LETTER_TOPIC = "dead-letters"
 DEFAULT_DEAD_LETTER_FILE = "streambayes-dead-letters.jsonl"
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -49,6 +52,12 @@ class ReplayResult:
     seconds: float = 0.0
     batch_size: int = 256  # the largest mini-batch; batches grow 1, 2, 4, ... up to it
     batches: int = 0
+    fields: FieldKinds = field(default_factory=FieldKinds)  # the events' fields and their kinds
+    models: Mapping[str, Any] = field(default_factory=dict)
+
+    def fields_used(self) -> dict[str, list[str] | None]:
+        """The fields each model could learn from (None: a model that cannot tell)."""
+        return usage(self.models, self.fields)
 
     @property
     def events(self) -> int:
@@ -57,7 +66,8 @@ class ReplayResult:
     def metrics(self) -> dict[str, Any]:
         """The ``metrics.json`` document of DESIGN §6 (plus counts and labels)."""
         n_dead = sum(self.dead_letters.values())
-        models = {name: {**values, "dead_letters": n_dead}
+        used = self.fields_used()
+        models = {name: {**values, "dead_letters": n_dead, "fields_used": used.get(name)}
                   for name, values in self.run.summary().items()}
         return {
             "source": self.source,
@@ -186,7 +196,7 @@ def replay(
         if label_delay < 0:
             raise UsageError(f"--label-delay must be >= 0, got {label_delay}")
         run = DelayedPrequential(models, label_delay, positive, loss=loss)
-    result = ReplayResult(topic, run, batch_size=batch_size)
+    result = ReplayResult(topic, run, batch_size=batch_size, models=models)
     by_position: dict[int, Decoded] = {}  # delayed runs reject by stream position
     start = time.perf_counter()
     grow = 1  # batches grow 1, 2, 4, ...: the first events are scored by an up-to-date model
@@ -204,6 +214,12 @@ def replay(
                 _send(dead_letters, result, item)
             else:
                 good.append(item)
+        if good and not result.fields.values:  # the first events: warn of models that see nothing
+            result.fields.observe(d.x for d in good)
+            for name, used in result.fields_used().items():
+                if used == [] and result.fields.values:
+                    logger.warning(unused_warning(name, result.fields))
+        result.fields.observe(d.x for d in good)
         try:
             xs = [{**d.x, KEY: d.event.key} for d in good] if per_key else [d.x for d in good]
             base = getattr(result.run, "position", None)

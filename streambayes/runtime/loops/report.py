@@ -21,6 +21,7 @@ from rich.measure import Measurement
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from streambayes.models.usage import usage_line
 from streambayes.runtime.records.sources import FileSource, Source
 
 if TYPE_CHECKING:
@@ -121,6 +122,9 @@ def print_summary(result: ReplayResult, console: Console) -> None:
     console.print(f"{result.source}: {result.records} records, {result.events} events, "
                   f"{n_dead} dead letters in {result.seconds:.2f} s; {result.batches} mini-batches "
                   f"growing 1, 2, 4, ... to {result.batch_size}", highlight=False, soft_wrap=True)
+    line = usage_line(result.fields_used())
+    if line:
+        console.print(line, highlight=False, soft_wrap=True)
     if n_dead:
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(result.dead_letters.items()))
         console.print(f"dead letters ({reasons}) written to {result.dead_letter_path}",

@@ -1,0 +1,89 @@
+"""Batched clues (the predictor's path) equal clues_one on a real SMS batch, ties included."""
+
+import numpy as np
+import pytest
+
+from streambayes.features import Batch
+from streambayes.models import make_model
+
+from .test_cli import SMS
+
+
+def _sms(n):
+    rows = [line.rstrip("\r\n").partition("\t") for line in SMS.read_text(encoding="utf-8").splitlines()]
+    rows = [(label, text) for label, _, text in rows if text][:n]
+    xs = [{"text": text, "caps": str(sum(c.isupper() for c in text) > 10).lower(),
+           "length": float(len(text))} if i % 3 == 0 else {"text": text} for i, (_, text) in enumerate(rows)]
+    return xs, [label for label, _ in rows]
+
+
+def _tied_at_k(model, x, k):
+    sizes = sorted((abs(v) for name, v in model.log_odds_terms(x) if name != "prior"), reverse=True)
+    return len(sizes) > k and sizes[k - 1] == sizes[k]
+
+
+@pytest.mark.parametrize("name", ["mnb", "bnb", "cnb", "nb", "catnb", "gnb"])
+def test_batched_clues_equal_clues_one_on_a_real_batch(name):
+    xs, ys = _sms(3500)
+    model = make_model(name)
+    model.learn_many(xs[:3000], ys[:3000])
+    batch = xs[3000:3500]
+    for k in (1, 5):
+        assert model.clues_many(batch, k) == [model.clues_one(x, k) for x in batch]
+    if name in ("mnb", "cnb"):  # words seen once: equal terms, cut at the k-th clue
+        assert sum(_tied_at_k(model, x, 5) for x in batch) >= 10
+
+
+def test_token_clues_of_a_batch_are_not_scored_row_by_row(monkeypatch):
+    xs, ys = _sms(1200)
+    model = make_model("mnb")
+    model.learn_many(xs[:1000], ys[:1000])
+    want = [model.clues_one(x, 5) for x in xs[1000:]]
+    monkeypatch.setattr(Batch, "slice", lambda *a: pytest.fail("row-by-row clues"))
+    assert model.clues_many(xs[1000:], 5) == want
+
+
+def test_tied_clues_are_ordered_by_name():
+    model = make_model("mnb")
+    model.learn_many([{"text": "zeta alpha"}, {"text": "other words"}], ["spam", "ham"])
+    clues = model.clues_one({"text": "zeta alpha"}, 2)
+    assert [c[0] for c in clues] == ["tok:alpha", "tok:zeta"] and clues[0][1] == clues[1][1]
+    assert model.clues_many([{"text": "zeta alpha"}, {"text": "alpha zeta"}], 2) == [clues, clues]
+    assert np.isfinite(clues[0][1])
+
+
+def test_clues_after_predicting_the_same_dicts_do_not_featurize_again():
+    import pickle
+
+    xs, ys = _sms(600)
+    model = make_model("nb")
+    model.learn_many(xs[:500], ys[:500])
+    batch = [dict(x, text=x["text"] + " zzmarker") for x in xs[500:]]
+    calls = []
+    featurize = model._featurizer.featurize
+    model._featurizer.featurize = lambda xs, **kw: calls.append(len(xs)) or featurize(xs, **kw)
+    model.predict_log_proba_many(model.featurize(batch))
+    clues = model.clues_many(batch, 3)
+    assert calls == [100]
+    assert model.clues_many(list(batch), 3) == clues and calls == [100]  # the same dicts
+    copies = [dict(x) for x in batch]
+    assert model.clues_many(copies, 3) == clues and calls == [100, 100]  # other dicts: featurized
+    del model._featurizer.featurize
+    assert "_last_batch" not in vars(pickle.loads(pickle.dumps(model)))  # never pickled
+
+
+def test_clues_leave_the_garbage_collector_as_they_found_it():
+    import gc
+
+    xs, ys = _sms(300)
+    model = make_model("mnb")
+    model.learn_many(xs[:200], ys[:200])
+    assert gc.isenabled()
+    model.clues_many(xs[200:], 5)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        model.clues_many(xs[200:], 5)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
