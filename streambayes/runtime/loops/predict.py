@@ -30,6 +30,7 @@ import numpy as np
 
 from streambayes.config import Settings
 from streambayes.errors import FeatureError, LimitError, ModelError, SnapshotError, UsageError
+from streambayes.runtime.kafka.pipelined import unacknowledged
 from streambayes.runtime.loops.learn import is_per_key, keyed_events, send_dead_letter
 from streambayes.runtime.loops.shards import Merged, latest_all, merge_snapshots, open_stores, store_options
 from streambayes.runtime.records.decode import Decoded, Decoder, dead_letter
@@ -64,6 +65,8 @@ class PredictJob:
     max_resident: int | None = None  # per-key: live learners (the rest read from spill files)
     max_resident_bytes: int | None = None  # per-key: bytes of the live learners
     max_keys: int | None = None  # per-key: not used by prediction (it creates no key)
+    exactly_once: bool = False  # one Kafka transaction per micro-batch (loops/exactly_once.py)
+    transactional_id: str | None = None  # exactly once: None is <group>-<hostname>
 
 
 @dataclass
@@ -140,6 +143,8 @@ class PredictLoop:
         clock: Callable[[], float] = time.monotonic,
         loss: Any = None,
         calibrated: bool = True,
+        settle_seconds: float = 0.5,
+        commit_seconds: float = 0.1,
     ) -> None:
         if batch_size < 1 or clues < 0 or reload_seconds <= 0:
             raise UsageError("the batch size and --reload-seconds must be positive, --clues >= 0")
@@ -159,6 +164,10 @@ class PredictLoop:
         self.loss = loss
         self.calibrated = calibrated
         self._warned: set[str] = set()
+        self.settle_seconds = settle_seconds  # longest wait for acknowledgements before a flush
+        self.commit_seconds = commit_seconds  # shortest time between two offset commits
+        self._unsettled: float | None = None  # when the oldest batch not yet committed was served
+        self._committed = -float("inf")
         self.stats = PredictStats()
 
     def wait_for_model(self) -> None:
@@ -182,16 +191,53 @@ class PredictLoop:
             if self.clock() - last_check >= self.reload_seconds:
                 last_check = self.clock()
                 self.stats.reloads += self.watcher.check()
-            records = self.source.poll(self.batch_size, timeout=min(0.2, self.reload_seconds))
+            wait = min(0.2, self.reload_seconds, self.settle_seconds if self._unsettled else 1.0)
+            records = self.source.poll(self.batch_size, timeout=wait)
             if records:
                 self._serve(records)
             elif self.stop_at_end:
                 break
+            elif self._unsettled is not None:
+                self._settle()
+        if self._unsettled is not None:
+            self._settle(force=True)
         self.stats.seconds = self.clock() - start
         self.stats.snapshot = self.watcher.current.label if self.watcher.current else None
         return self.stats
 
     def _serve(self, records: list) -> None:
+        self._publish(records)
+        self._settle()
+
+    def _settle(self, force: bool = False) -> None:
+        """Commit the offsets of what was served once its posteriors and dead letters are
+        acknowledged (:func:`~streambayes.runtime.kafka.pipelined.unacknowledged`), without
+        waiting for them: when the sinks are drained (at most every ``commit_seconds``), else
+        after a blocking flush once the oldest batch not committed is ``settle_seconds`` old,
+        or when ``force``d (at the end)."""
+        now = self.clock()
+        if self._unsettled is None:
+            self._unsettled = now
+        sinks = [self.sink[0]] + ([self.dead_letters[0]] if self.dead_letters is not None else [])
+        counts = [unacknowledged(s) for s in sinks]
+        for s, count in zip(sinks, counts, strict=True):
+            if count is None:  # a file or memory sink: flushing costs nothing
+                s.flush()
+        drained = all(not count for count in counts)
+        commit = getattr(self.source, "commit", None)
+        if not force and commit is not None:
+            if not drained and now - self._unsettled < self.settle_seconds:
+                return
+            if drained and now - self._committed < self.commit_seconds:
+                return
+        if not drained:
+            for s in sinks:
+                s.flush()
+        self._unsettled, self._committed = None, now
+        if commit is not None:
+            commit(self.source.positions())
+
+    def _publish(self, records: list) -> None:
         polled = time.time()
         self.stats.records += len(records)
         good: list[Decoded] = []
@@ -222,12 +268,6 @@ class PredictLoop:
                     str(c): (float(v) if np.isfinite(v) else None)
                     for c, v in zip(classes, raw[i].tolist(), strict=True)}))
         self.stats.posteriors += len(good)
-        sink.flush()
-        if self.dead_letters is not None:
-            self.dead_letters[0].flush()
-        commit = getattr(self.source, "commit", None)
-        if commit is not None:
-            commit(self.source.positions())
 
     def _alpha(self, served: Any) -> float | None:
         """The calibration exponent to serve with: the snapshot's, unless ``calibrated`` is off."""
@@ -324,6 +364,9 @@ class OversizeToDeadLetter:
     def flush(self) -> None:
         self.sink.flush()
 
+    def unacknowledged(self) -> int | None:
+        return unacknowledged(self.sink)
+
     def close(self) -> None:
         self.sink.close()
 
@@ -339,6 +382,10 @@ def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | Non
     stop = stop or threading.Event()
     if not job.snapshots:
         raise UsageError("predict needs --snapshots DIR[,DIR...]")
+    if job.exactly_once:
+        from streambayes.runtime.loops.exactly_once import run_exactly_once
+
+        return run_exactly_once(job, settings, stop, group_options)
     stores = open_stores(job.snapshots, settings)
     source = open_source(job.source, settings, role="predict", fmt=job.format, stop=stop,
                          group_options=group_options, follow=job.follow)
