@@ -153,9 +153,9 @@ class _KafkaPython:
                  linger_ms: int) -> None:
         from kafka import KafkaProducer
 
-        config = dict(bootstrap_servers=bootstrap, transactional_id=transactional_id,
-                      enable_idempotence=True, acks="all", linger_ms=linger_ms,
-                      transaction_timeout_ms=TRANSACTION_TIMEOUT_MS, **dict(options))
+        config = {"bootstrap_servers": bootstrap, "transactional_id": transactional_id,
+                  "enable_idempotence": True, "acks": "all", "linger_ms": linger_ms,
+                  "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS, **dict(options)}
         if not hasattr(KafkaProducer, "send_offsets_to_transaction"):
             raise BrokerError("this kafka-python has no transactional producer (2.1 or later "
                               "needed for --exactly-once; or use STREAMBAYES_KAFKA_CLIENT=confluent)")
