@@ -102,15 +102,21 @@ def offer(bootstrap: str, topic: str, events: list[tuple[str, bytes]], rate: flo
     return sent
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def predictor(bootstrap: str, inbox: str, outbox: str, snaps: Path, client: str, mode: str,
-              log: Path) -> subprocess.Popen:
+              log: Path, gc_file: Path) -> subprocess.Popen:
     command = [sys.executable, __file__, "serve", "--mode", mode, "--", "predict",
                "--source", f"kafka://{bootstrap}/{inbox}", "--sink", f"kafka://{bootstrap}/{outbox}",
                "--snapshots", str(snaps), *MODES[mode]]
     if mode == "exactly-once":
         command += ["--transactional-id", f"bench-{inbox}"]
     env = {**os.environ, "STREAMBAYES_KAFKA_CLIENT": client,
-           "STREAMBAYES_KAFKA_GROUP": f"bench-{inbox}"}
+           "STREAMBAYES_KAFKA_GROUP": f"bench-{inbox}", "BENCH_GC": str(gc_file)}
     with open(log, "ab") as fh:
         return subprocess.Popen(command, stdout=fh, stderr=fh, env=env)
 
@@ -122,15 +128,18 @@ def run_one(bootstrap: str, snaps: Path, client: str, mode: str, rate: float, se
     kafka_python.create_topic(bootstrap, inbox, 1)
     kafka_python.create_topic(bootstrap, outbox, 1)
     observer = Observer(bootstrap, outbox)
-    proc = predictor(bootstrap, inbox, outbox, snaps, client, mode, log)
+    gc_file = log.with_name(f"gc-{tag}.json")
+    proc = predictor(bootstrap, inbox, outbox, snaps, client, mode, log, gc_file)
     try:
         deadline = time.monotonic() + 90
+        cpu0 = 0.0
         while not any(k.startswith("warm") for k in list(observer.seen)):  # the group has joined
             offer(bootstrap, inbox, [(f"warm-{time.time_ns()}", json.dumps(
                 {"id": f"warm-{time.time_ns()}", "text": "hello"}).encode())], 100)
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise RuntimeError(f"the predictor did not answer: {log.read_text()[-2000:]}")
             time.sleep(0.5)
+        cpu0 = cpu_seconds(proc.pid)
         n = int(rate * seconds)
         events = [(f"lat-{i:07d}", json.dumps({"id": f"lat-{i:07d}", "text": texts[i % len(texts)]},
                                                 separators=(",", ":")).encode()) for i in range(n)]
@@ -140,6 +149,7 @@ def run_one(bootstrap: str, snaps: Path, client: str, mode: str, rate: float, se
         deadline = time.monotonic() + 60
         while sum(k.startswith("lat") for k in list(observer.seen)) < n and time.monotonic() < deadline:
             time.sleep(0.1)
+        cpu = cpu_seconds(proc.pid)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -149,12 +159,17 @@ def run_one(bootstrap: str, snaps: Path, client: str, mode: str, rate: float, se
             proc.wait()
         observer.stop.set()
         observer.join(10)
+    window = (min(sent.values(), default=0.0), max((v[0] for v in observer.seen.values()), default=0.0))
+    pauses = [ms for at, ms, _gen in (json.loads(gc_file.read_text()) if gc_file.exists() else [])
+              if window[0] <= at <= window[1]]
     got = {k: v for k, v in observer.seen.items() if k in sent}
     readable = np.array([(got[k][0] - sent[k]) * 1000 for k in got])
     produced = np.array([(got[k][1] - sent[k]) * 1000 for k in got])
     pct = {f"p{q}": float(np.percentile(readable, q)) for q in (50, 90, 99)} if len(got) else {}
     return {"client": client, "mode": mode, "rate": rate, "offered": offered, "n": n,
-            "got": len(got), **pct, "max": float(readable.max()) if len(got) else float("nan"),
+            "got": len(got), **pct, "cpu_ms_per_event": (cpu - cpu0) * 1000 / max(1, n),
+            "gc_max_ms": max(pauses, default=0.0), "gc_total_ms": sum(pauses),
+            "max": float(readable.max()) if len(got) else float("nan"),
             "produced_p50": float(np.percentile(produced, 50)) if len(got) else float("nan"),
             "produced_p99": float(np.percentile(produced, 99)) if len(got) else float("nan")}
 
@@ -169,6 +184,22 @@ def serve(argv: list[str]) -> int:
         from streambayes.runtime.loops.predict import PredictLoop
 
         PredictLoop.__init__.__kwdefaults__.update(settle_seconds=0.0, commit_seconds=0.0)
+    if os.environ.get("BENCH_GC"):  # the garbage collector's pauses, written at the end
+        import atexit
+        import gc
+
+        pauses: list[tuple[float, float, int]] = []  # (wall time, ms, generation)
+        began = [0.0]
+
+        def timing(phase: str, info: dict) -> None:
+            if phase == "start":
+                began[0] = time.perf_counter()
+            else:
+                pauses.append((time.time(), (time.perf_counter() - began[0]) * 1000,
+                               info["generation"]))
+
+        gc.callbacks.append(timing)
+        atexit.register(lambda: Path(os.environ["BENCH_GC"]).write_text(json.dumps(pauses)))
     if os.environ.get("BENCH_PROFILE"):  # a cProfile of the predictor, for finding where time goes
         import cProfile
 
@@ -219,11 +250,12 @@ def main(argv: list[str] | None = None) -> int:
             print((Path(tmp) / "predictor.log").read_text()[-3000:])
     rows = [[r["client"], r["mode"], f"{r['offered']:,.0f}", f"{r['got']:,}/{r['n']:,}",
              *(f"{r.get(k, float('nan')):.1f}" for k in ("p50", "p90", "p99", "max")),
-             f"{r['produced_p50']:.1f}", f"{r['produced_p99']:.1f}"] for r in results]
+             f"{r['produced_p50']:.1f}", f"{r['produced_p99']:.1f}", f"{r['cpu_ms_per_event']:.2f}",
+             f"{r['gc_max_ms']:.1f}"] for r in results]
     print_table("predictor latency, ms (sent→readable by a read_committed reader; "
                 "sent→produced: the posterior's timestamp)",
                 ["client", "mode", "offered/s", "posteriors", "p50", "p90", "p99", "max",
-                 "produced p50", "produced p99"], rows)
+                 "produced p50", "produced p99", "CPU ms/event", "GC max ms (load)"], rows)
     print(f"load average after the run: {os.getloadavg()}")
     return 0
 

@@ -15,7 +15,10 @@ True
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 
 def unacknowledged(sink: Any) -> int | None:
@@ -30,3 +33,38 @@ def unacknowledged(sink: Any) -> int | None:
         sink._reap()
         return len(sink._pending)
     return None
+
+
+def commit_async(source: Any, positions: Any) -> bool:
+    """Commit ``positions`` of the partitions ``source`` still owns without waiting for the broker
+    (a consumer-group source of either backend); False when ``source`` cannot (then the caller
+    commits synchronously). A failed asynchronous commit is covered by the next one."""
+    consumer = getattr(source, "_consumer", None)
+    topic = getattr(source, "topic", None)
+    if consumer is None or topic is None or not hasattr(source, "group"):
+        return False
+    wanted = {int(p): int(off) for p, off in positions.get(topic, {}).items()}
+    owned = {tp.partition for tp in consumer.assignment()}
+    if hasattr(consumer, "consumer_group_metadata"):  # confluent
+        from confluent_kafka import KafkaException, TopicPartition
+
+        offsets = [TopicPartition(topic, p, off) for p, off in wanted.items() if p in owned]
+        if offsets:
+            try:
+                consumer.commit(offsets=offsets, asynchronous=True)
+            except KafkaException as exc:
+                logger.warning("offset commit failed (%s); the next one covers it", exc.args[0].str())
+        return True
+    from kafka import TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    offsets = {TopicPartition(topic, p): OffsetAndMetadata(off, "", -1)
+               for p, off in wanted.items() if p in owned}
+    if offsets:
+        consumer.commit_async(offsets, callback=_logged)
+    return True
+
+
+def _logged(offsets: Any, response: Any) -> None:
+    if isinstance(response, Exception):
+        logger.warning("offset commit failed (%s); the next one covers it", response)

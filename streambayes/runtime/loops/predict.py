@@ -16,6 +16,7 @@ moment it was read) to the posterior's hand-over to the sink.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -30,7 +31,7 @@ import numpy as np
 
 from streambayes.config import Settings
 from streambayes.errors import FeatureError, LimitError, ModelError, SnapshotError, UsageError
-from streambayes.runtime.kafka.pipelined import unacknowledged
+from streambayes.runtime.kafka.pipelined import commit_async, unacknowledged
 from streambayes.runtime.loops.learn import is_per_key, keyed_events, send_dead_letter
 from streambayes.runtime.loops.shards import Merged, latest_all, merge_snapshots, open_stores, store_options
 from streambayes.runtime.records.decode import Decoded, Decoder, dead_letter
@@ -169,6 +170,7 @@ class PredictLoop:
         self.commit_seconds = commit_seconds  # shortest time between two offset commits
         self._unsettled: float | None = None  # when the oldest batch not yet committed was served
         self._committed = -float("inf")
+        self._async = False  # the last commit was asynchronous (the end commits synchronously)
         self.stats = PredictStats()
 
     def wait_for_model(self) -> None:
@@ -187,11 +189,14 @@ class PredictLoop:
 
     def run(self) -> PredictStats:
         self.wait_for_model()
+        gc.freeze()  # the model and the imports: no garbage-collector pass walks them again
         start = last_check = self.clock()
         while not self.stop.is_set() and self.watcher.current is not None:
             if self.clock() - last_check >= self.reload_seconds:
                 last_check = self.clock()
-                self.stats.reloads += self.watcher.check()
+                if self.watcher.check():
+                    self.stats.reloads += 1
+                    gc.freeze()  # objects freed by reference count still go (a cycle would stay)
             wait = min(0.2, self.reload_seconds, self.settle_seconds if self._unsettled else 1.0)
             records = self.source.poll(self.batch_size, timeout=wait)
             if records:
@@ -200,7 +205,7 @@ class PredictLoop:
                 break
             elif self._unsettled is not None:
                 self._settle()
-        if self._unsettled is not None:
+        if self._unsettled is not None or self._async:
             self._settle(force=True)
         self.stats.seconds = self.clock() - start
         self.stats.snapshot = self.watcher.current.label if self.watcher.current else None
@@ -235,7 +240,10 @@ class PredictLoop:
             for s in sinks:
                 s.flush()
         self._unsettled, self._committed = None, now
-        if commit is not None:
+        if commit is None:
+            return
+        self._async = not force and commit_async(self.source, self.source.positions())
+        if not self._async:  # at the end: synchronous, so the last positions are surely committed
             commit(self.source.positions())
 
     def _publish(self, records: list) -> None:
