@@ -181,9 +181,11 @@ def serve(argv: list[str]) -> int:
     from streambayes.cli import main as cli_main
 
     if mode == "flush/batch":
+        from streambayes.runtime.kafka import pipelined
         from streambayes.runtime.loops.predict import PredictLoop
 
         PredictLoop.__init__.__kwdefaults__.update(settle_seconds=0.0, commit_seconds=0.0)
+        pipelined.commit_async = lambda source, positions: False  # synchronous, as it was
     if os.environ.get("BENCH_GC"):  # the garbage collector's pauses, written at the end
         import atexit
         import gc

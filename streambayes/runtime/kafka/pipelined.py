@@ -16,6 +16,7 @@ True
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -68,3 +69,54 @@ def commit_async(source: Any, positions: Any) -> bool:
 def _logged(offsets: Any, response: Any) -> None:
     if isinstance(response, Exception):
         logger.warning("offset commit failed (%s); the next one covers it", response)
+
+
+class Settler:
+    """When the predict loop commits the offsets it has served: once the posteriors and dead
+    letters sent before them are acknowledged, without waiting for that. :meth:`settle` after each
+    batch commits (asynchronously) when the sinks are drained, at most every ``commit_seconds``;
+    when the oldest batch not committed is ``settle_seconds`` old, it flushes (blocking), then
+    commits; ``force`` (at the end) flushes and commits synchronously."""
+
+    def __init__(self, settle_seconds: float = 0.5, commit_seconds: float = 0.1,
+                 clock: Callable[[], float] | None = None) -> None:
+        import time
+
+        self.settle_seconds = settle_seconds
+        self.commit_seconds = commit_seconds
+        self.clock = clock or time.monotonic
+        self.unsettled: float | None = None  # when the oldest batch not committed was served
+        self.committed = -float("inf")
+        self.was_async = False  # the last commit was asynchronous: the end commits once more
+
+    def pending(self) -> bool:
+        return self.unsettled is not None or self.was_async
+
+    def wait(self) -> float:
+        """How long a poll may wait before :meth:`settle` is due again."""
+        return self.settle_seconds if self.unsettled is not None else 1.0
+
+    def settle(self, source: Any, sinks: Sequence[Any], force: bool = False) -> None:
+        now = self.clock()
+        if self.unsettled is None:
+            self.unsettled = now
+        counts = [unacknowledged(s) for s in sinks]
+        for s, count in zip(sinks, counts, strict=True):
+            if count is None:  # a file or memory sink: flushing costs nothing
+                s.flush()
+        drained = all(not count for count in counts)
+        commit = getattr(source, "commit", None)
+        if not force and commit is not None:
+            if not drained and now - self.unsettled < self.settle_seconds:
+                return
+            if drained and now - self.committed < self.commit_seconds:
+                return
+        if not drained:
+            for s in sinks:
+                s.flush()
+        self.unsettled, self.committed = None, now
+        if commit is None:
+            return
+        self.was_async = not force and commit_async(source, source.positions())
+        if not self.was_async:
+            commit(source.positions())

@@ -91,6 +91,7 @@ def run_exactly_once(job: Any, settings: Any, stop: Any,
     from functools import partial
 
     from streambayes.runtime.kafka.connect import DEFAULT_GROUPS, client_options, open_source
+    from streambayes.runtime.kafka.options import low_latency
     from streambayes.runtime.kafka.transactions import default_transactional_id
     from streambayes.runtime.loops.learn import _decoder, per_key_bounds
     from streambayes.runtime.loops.predict import ModelWatcher
@@ -102,13 +103,17 @@ def run_exactly_once(job: Any, settings: Any, stop: Any,
     stores = open_stores(job.snapshots, settings)
     group = settings.kafka_group or DEFAULT_GROUPS["predict"]
     tid = job.transactional_id or default_transactional_id(group)
-    options = {**READ_COMMITTED[settings.kafka_client], **(group_options or {})}
+    client = settings.kafka_client
+    options = {**low_latency(client, "consumer", client_options(settings, "consumer")),
+               **READ_COMMITTED[client], **(group_options or {})}
     source = open_source(source_uri, settings, role="predict", stop=stop, group_options=options)
     try:
         decoder = _decoder(source, job, require_label=False,
                            limits=RecordLimits.from_settings(settings))
         sink = TransactionalSink(settings.kafka_client, sink_uri.bootstrap, tid,
-                                 options=client_options(settings, "producer"), stop=stop)
+                                 options={**low_latency(client, "producer", client_options(
+                                     settings, "producer")), **client_options(settings, "producer")},
+                                 stop=stop)
         try:
             restore = partial(restore_model, bounds=per_key_bounds(job), **store_options(settings))
             loop = ExactlyOncePredictLoop(

@@ -31,7 +31,7 @@ import numpy as np
 
 from streambayes.config import Settings
 from streambayes.errors import FeatureError, LimitError, ModelError, SnapshotError, UsageError
-from streambayes.runtime.kafka.pipelined import commit_async, unacknowledged
+from streambayes.runtime.kafka.pipelined import Settler, unacknowledged
 from streambayes.runtime.loops.learn import is_per_key, keyed_events, send_dead_letter
 from streambayes.runtime.loops.shards import Merged, latest_all, merge_snapshots, open_stores, store_options
 from streambayes.runtime.records.decode import Decoded, Decoder, dead_letter
@@ -166,11 +166,7 @@ class PredictLoop:
         self.loss = loss
         self.calibrated = calibrated
         self._warned: set[str] = set()
-        self.settle_seconds = settle_seconds  # longest wait for acknowledgements before a flush
-        self.commit_seconds = commit_seconds  # shortest time between two offset commits
-        self._unsettled: float | None = None  # when the oldest batch not yet committed was served
-        self._committed = -float("inf")
-        self._async = False  # the last commit was asynchronous (the end commits synchronously)
+        self.settler = Settler(settle_seconds, commit_seconds, clock)
         self.stats = PredictStats()
 
     def wait_for_model(self) -> None:
@@ -197,15 +193,15 @@ class PredictLoop:
                 if self.watcher.check():
                     self.stats.reloads += 1
                     gc.freeze()  # objects freed by reference count still go (a cycle would stay)
-            wait = min(0.2, self.reload_seconds, self.settle_seconds if self._unsettled else 1.0)
+            wait = min(0.2, self.reload_seconds, self.settler.wait())
             records = self.source.poll(self.batch_size, timeout=wait)
             if records:
                 self._serve(records)
             elif self.stop_at_end:
                 break
-            elif self._unsettled is not None:
+            elif self.settler.pending():
                 self._settle()
-        if self._unsettled is not None or self._async:
+        if self.settler.pending():
             self._settle(force=True)
         self.stats.seconds = self.clock() - start
         self.stats.snapshot = self.watcher.current.label if self.watcher.current else None
@@ -216,35 +212,9 @@ class PredictLoop:
         self._settle()
 
     def _settle(self, force: bool = False) -> None:
-        """Commit the offsets of what was served once its posteriors and dead letters are
-        acknowledged (:func:`~streambayes.runtime.kafka.pipelined.unacknowledged`), without
-        waiting for them: when the sinks are drained (at most every ``commit_seconds``), else
-        after a blocking flush once the oldest batch not committed is ``settle_seconds`` old,
-        or when ``force``d (at the end)."""
-        now = self.clock()
-        if self._unsettled is None:
-            self._unsettled = now
+        """Commit the offsets served once acknowledged (:class:`~.pipelined.Settler`)."""
         sinks = [self.sink[0]] + ([self.dead_letters[0]] if self.dead_letters is not None else [])
-        counts = [unacknowledged(s) for s in sinks]
-        for s, count in zip(sinks, counts, strict=True):
-            if count is None:  # a file or memory sink: flushing costs nothing
-                s.flush()
-        drained = all(not count for count in counts)
-        commit = getattr(self.source, "commit", None)
-        if not force and commit is not None:
-            if not drained and now - self._unsettled < self.settle_seconds:
-                return
-            if drained and now - self._committed < self.commit_seconds:
-                return
-        if not drained:
-            for s in sinks:
-                s.flush()
-        self._unsettled, self._committed = None, now
-        if commit is None:
-            return
-        self._async = not force and commit_async(self.source, self.source.positions())
-        if not self._async:  # at the end: synchronous, so the last positions are surely committed
-            commit(self.source.positions())
+        self.settler.settle(self.source, sinks, force)
 
     def _publish(self, records: list) -> None:
         polled = time.time()
@@ -383,7 +353,8 @@ class OversizeToDeadLetter:
 def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | None = None,
                 group_options: dict[str, Any] | None = None) -> PredictStats:
     """Build the parts of ``job`` and serve until the source ends (files) or ``stop`` is set."""
-    from streambayes.runtime.kafka.connect import open_sink, open_source
+    from streambayes.runtime.kafka.connect import client_options, open_sink, open_source
+    from streambayes.runtime.kafka.options import low_latency
     from streambayes.runtime.loops.learn import _decoder, per_key_bounds
     from streambayes.runtime.loops.spill import restore_model
     from streambayes.runtime.records.limits import RecordLimits
@@ -396,13 +367,15 @@ def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | Non
 
         return run_exactly_once(job, settings, stop, group_options)
     stores = open_stores(job.snapshots, settings)
+    consumer = low_latency(settings.kafka_client, "consumer", client_options(settings, "consumer"))
     source = open_source(job.source, settings, role="predict", fmt=job.format, stop=stop,
-                         group_options=group_options, follow=job.follow)
+                         group_options={**consumer, **(group_options or {})}, follow=job.follow)
     is_file = isinstance(source, FileSource)
     try:
         decoder = _decoder(source, job, require_label=False,
                            limits=RecordLimits.from_settings(settings))
-        sink = open_sink(job.sink, settings, stop=stop, linger_ms=LINGER_MS)
+        producer = low_latency(settings.kafka_client, "producer", client_options(settings, "producer"))
+        sink = open_sink(job.sink, settings, stop=stop, linger_ms=LINGER_MS, defaults=producer)
         dead = open_sink(job.dead_letter, settings, stop=stop) if job.dead_letter else None
         wait = job.wait_seconds if job.wait_seconds is not None else (0.0 if is_file else None)
         try:
