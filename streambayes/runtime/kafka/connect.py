@@ -85,7 +85,7 @@ def open_source(
 
 
 def open_sink(uri: str | KafkaURI | Path, settings: Settings, *, stop: threading.Event | None = None,
-              mode: Literal["w", "a"] = "a", linger_ms: int | None = None,
+              mode: Literal["w", "a"] = "a",
               defaults: dict[str, Any] | None = None) -> tuple[Sink, str]:
     """A sink and the topic to send to (for a file, its path: one file, one stream).
 
@@ -95,8 +95,6 @@ def open_sink(uri: str | KafkaURI | Path, settings: Settings, *, stop: threading
     if isinstance(target, Path):
         return FileSink(target, mode=mode, max_line_bytes=settings.sink_max_line_bytes), str(target)
     module = backend(settings)
-    extra = {} if linger_ms is None else {"linger_ms": linger_ms}  # producer options still win
     options = {**(defaults or {}), **client_options(settings, "producer")}
     return module.KafkaSink(target.bootstrap, options=options,
-                            stop=stop, deadline=settings.kafka_delivery_deadline,
-                            **extra), target.topic
+                            stop=stop, deadline=settings.kafka_delivery_deadline), target.topic

@@ -41,7 +41,6 @@ from streambayes.runtime.records.sources import FileSource, Format, Source
 from streambayes.snapshot.store import BaseSnapshotStore
 
 logger = logging.getLogger(__name__)
-LINGER_MS = 1  # the posterior producer's linger: acknowledgements are pipelined, so short is cheap
 
 
 @dataclass(frozen=True)
@@ -375,7 +374,7 @@ def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | Non
         decoder = _decoder(source, job, require_label=False,
                            limits=RecordLimits.from_settings(settings))
         producer = low_latency(settings.kafka_client, "producer", client_options(settings, "producer"))
-        sink = open_sink(job.sink, settings, stop=stop, linger_ms=LINGER_MS, defaults=producer)
+        sink = open_sink(job.sink, settings, stop=stop, defaults=producer)
         dead = open_sink(job.dead_letter, settings, stop=stop) if job.dead_letter else None
         wait = job.wait_seconds if job.wait_seconds is not None else (0.0 if is_file else None)
         try:
