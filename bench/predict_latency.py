@@ -248,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
                                 Path(tmp) / "predictor.log")
                     results.append(r)
                     print(json.dumps(r), flush=True)
+        for line in (Path(tmp) / "predictor.log").read_text().splitlines():
+            if "transactions committed" in line:
+                print("exactly-once:", line.split(": ", 1)[-1])
         if any(r["got"] < r["n"] for r in results):
             print((Path(tmp) / "predictor.log").read_text()[-3000:])
     rows = [[r["client"], r["mode"], f"{r['offered']:,.0f}", f"{r['got']:,}/{r['n']:,}",

@@ -228,6 +228,8 @@ class TransactionalSink:
         self.count = 0
         self.transactions = 0
         self.aborts = 0
+        self.seconds = 0.0  # spent in committed transactions (begin to commit)
+        self.slowest = 0.0
         self._open = False
         self._impl = _BACKENDS[client](bootstrap, transactional_id, dict(options or {}), linger_ms)
         self.max_bytes = self._impl.max_bytes
@@ -250,6 +252,7 @@ class TransactionalSink:
         """Begin; ``publish()``; send ``offsets`` ({partition: next offset} of ``topic``) with the
         consumer's group metadata; commit. Raises :class:`Aborted` after an abort, or
         :class:`~streambayes.errors.BrokerError` when no abort can cure the failure."""
+        start = time.monotonic()
         try:
             self._impl.begin()
             self._open = True
@@ -258,6 +261,9 @@ class TransactionalSink:
             self._impl.commit()
             self._open = False
             self.transactions += 1
+            took = time.monotonic() - start
+            self.seconds += took
+            self.slowest = max(self.slowest, took)
         except Exception as exc:
             self._open = False
             self._abort(exc)

@@ -123,8 +123,10 @@ def run_exactly_once(job: Any, settings: Any, stop: Any,
                 wait_seconds=job.wait_seconds, stop_at_end=False, stop=stop, loss=job.loss,
                 calibrated=job.calibrated)
             stats = loop.run()
-            logger.info("%d transactions committed, %d aborted (transactional id %s)",
-                        sink.transactions, sink.aborts, tid)
+            logger.info("%d transactions committed (%.1f ms each on average, slowest %.1f ms), "
+                        "%d aborted (transactional id %s)", sink.transactions,
+                        sink.seconds * 1000 / max(1, sink.transactions), sink.slowest * 1000,
+                        sink.aborts, tid)
             return stats
         finally:
             sink.close()
