@@ -121,7 +121,7 @@ def run_exactly_once(job: Any, settings: Any, stop: Any,
                 sink_uri.topic, None if dead_uri is None else dead_uri.topic,
                 batch_size=job.batch_size, clues=job.clues, reload_seconds=job.reload_seconds,
                 wait_seconds=job.wait_seconds, stop_at_end=False, stop=stop, loss=job.loss,
-                calibrated=job.calibrated)
+                calibrated=job.calibrated, freeze_gc=True)
             stats = loop.run()
             logger.info("%d transactions committed (%.1f ms each on average, slowest %.1f ms), "
                         "%d aborted (transactional id %s)", sink.transactions,

@@ -146,6 +146,7 @@ class PredictLoop:
         calibrated: bool = True,
         settle_seconds: float = 0.5,
         commit_seconds: float = 0.1,
+        freeze_gc: bool = False,
     ) -> None:
         if batch_size < 1 or clues < 0 or reload_seconds <= 0:
             raise UsageError("the batch size and --reload-seconds must be positive, --clues >= 0")
@@ -166,6 +167,7 @@ class PredictLoop:
         self.calibrated = calibrated
         self._warned: set[str] = set()
         self.settler = Settler(settle_seconds, commit_seconds, clock)
+        self.freeze_gc = freeze_gc  # gc.freeze() after each model load (a process-wide setting)
         self.stats = PredictStats()
 
     def wait_for_model(self) -> None:
@@ -184,14 +186,14 @@ class PredictLoop:
 
     def run(self) -> PredictStats:
         self.wait_for_model()
-        gc.freeze()  # the model and the imports: no garbage-collector pass walks them again
+        self._freeze()
         start = last_check = self.clock()
         while not self.stop.is_set() and self.watcher.current is not None:
             if self.clock() - last_check >= self.reload_seconds:
                 last_check = self.clock()
                 if self.watcher.check():
                     self.stats.reloads += 1
-                    gc.freeze()  # objects freed by reference count still go (a cycle would stay)
+                    self._freeze()
             wait = min(0.2, self.reload_seconds, self.settler.wait())
             records = self.source.poll(self.batch_size, timeout=wait)
             if records:
@@ -205,6 +207,10 @@ class PredictLoop:
         self.stats.seconds = self.clock() - start
         self.stats.snapshot = self.watcher.current.label if self.watcher.current else None
         return self.stats
+
+    def _freeze(self) -> None:  # the model and imports out of the collector's passes (tails)
+        if self.freeze_gc:
+            gc.freeze()
 
     def _serve(self, records: list) -> None:
         self._publish(records)
@@ -357,6 +363,7 @@ def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | Non
     from streambayes.runtime.loops.learn import _decoder, per_key_bounds
     from streambayes.runtime.loops.spill import restore_model
     from streambayes.runtime.records.limits import RecordLimits
+    from streambayes.runtime.records.uri import KafkaURI, parse_uri
 
     stop = stop or threading.Event()
     if not job.snapshots:
@@ -366,14 +373,16 @@ def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | Non
 
         return run_exactly_once(job, settings, stop, group_options)
     stores = open_stores(job.snapshots, settings)
-    consumer = low_latency(settings.kafka_client, "consumer", client_options(settings, "consumer"))
+    consumer = low_latency(settings.kafka_client, "consumer", client_options(
+        settings, "consumer")) if isinstance(parse_uri(job.source), KafkaURI) else {}
     source = open_source(job.source, settings, role="predict", fmt=job.format, stop=stop,
                          group_options={**consumer, **(group_options or {})}, follow=job.follow)
     is_file = isinstance(source, FileSource)
     try:
         decoder = _decoder(source, job, require_label=False,
                            limits=RecordLimits.from_settings(settings))
-        producer = low_latency(settings.kafka_client, "producer", client_options(settings, "producer"))
+        producer = low_latency(settings.kafka_client, "producer", client_options(
+            settings, "producer")) if isinstance(parse_uri(job.sink), KafkaURI) else {}
         sink = open_sink(job.sink, settings, stop=stop, defaults=producer)
         dead = open_sink(job.dead_letter, settings, stop=stop) if job.dead_letter else None
         wait = job.wait_seconds if job.wait_seconds is not None else (0.0 if is_file else None)
@@ -384,7 +393,7 @@ def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | Non
                                batch_size=job.batch_size, clues=job.clues,
                                reload_seconds=job.reload_seconds, wait_seconds=wait,
                                stop_at_end=is_file and not job.follow, stop=stop, loss=job.loss,
-                               calibrated=job.calibrated)
+                               calibrated=job.calibrated, freeze_gc=True)
             return loop.run()
         finally:
             sink[0].close()
