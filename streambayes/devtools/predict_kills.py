@@ -34,6 +34,7 @@ class PredictKillRun:
     kills: list[int] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
     posteriors: list[Record] = field(default_factory=list)
+    dead_letters: list[Record] = field(default_factory=list)
     seconds: float = 0.0
 
 
@@ -63,19 +64,28 @@ def predict_command(bootstrap: str, inbox: str, outbox: str, snapshots: Path, ti
 
 
 def predict_with_kills(bootstrap: str, inbox: str, outbox: str, make: Event, snapshots: Path,
-                       workdir: Path, *, kills: int, rng: Random, instances: int = 2,
+                       workdir: Path, *, kills: int, rng: Random, dead_letters: str | None = None,
+                       instances: int = 2,
                        client: str = "kafka-python", rate: float = 1_000, minimum: int = 2_000,
                        max_pause: float = 1.0, options: Sequence[str] = ("--batch-size", "200"),
                        timeout: float = 120.0) -> PredictKillRun:
     """Serve ``inbox`` → ``outbox`` with ``instances`` exactly-once predictors of ``client`` while
-    producing ``make(0), make(1), ...``, killing one ``kills`` times (see the module doc); their
-    output goes to ``workdir/predictor.log``."""
+    producing ``make(0), make(1), ...``, killing one ``kills`` times (see the module doc); bad
+    events become dead letters on the topic ``dead_letters``; the predictors' output goes to
+    ``workdir/predictor.log``."""
     run, start = PredictKillRun(), time.monotonic()
     env = {**os.environ, "STREAMBAYES_KAFKA_CLIENT": client,
            "STREAMBAYES_KAFKA_GROUP": f"eos-{inbox}"}
     tids = [f"eos-{inbox}-{i}" for i in range(instances)]
+    if dead_letters is not None:
+        options = [*options, "--dead-letter", f"kafka://{bootstrap}/{dead_letters}"]
     commands = [predict_command(bootstrap, inbox, outbox, snapshots, t, options) for t in tids]
     reader = _Committed(bootstrap, outbox)
+    letters = _Committed(bootstrap, dead_letters) if dead_letters is not None else None
+
+    def committed_ids() -> set[str]:
+        return _ids(reader.records) | (_letter_ids(letters.records) if letters else set())
+
     with open(workdir / "predictor.log", "ab") as log:
         procs = [subprocess.Popen(c, stdout=log, stderr=log, env=env) for c in commands]
         producer = _Producer(bootstrap, inbox, make, rate, minimum)
@@ -94,8 +104,8 @@ def predict_with_kills(bootstrap: str, inbox: str, outbox: str, make: Event, sna
                 procs[i] = subprocess.Popen(commands[i], stdout=log, stderr=log, env=env)
             run.events = producer.finish(timeout)
             ids = {str(e["id"]) for e in run.events}
-            wait_until(lambda: reader.read() >= len(ids) and _ids(reader.records) >= ids, timeout,
-                       "every posterior committed")
+            wait_until(lambda: (reader.read(), letters and letters.read(0.05)) and committed_ids() >= ids,
+                       timeout, "every posterior or dead letter committed")
             for proc in procs:
                 proc.send_signal(signal.SIGTERM)
             for proc, tid in zip(procs, tids, strict=True):
@@ -104,9 +114,14 @@ def predict_with_kills(bootstrap: str, inbox: str, outbox: str, make: Event, sna
                                        f"see {log.name}")
             reader.read(1.0)  # anything committed while stopping
             run.posteriors = reader.records
+            if letters is not None:
+                letters.read(1.0)
+                run.dead_letters = letters.records
         finally:
             producer.stop.set()
             reader.close()
+            if letters is not None:
+                letters.close()
             for proc in procs:
                 if proc.poll() is None:
                     proc.kill()
@@ -119,3 +134,9 @@ def _ids(records: list[Record]) -> set[str]:
     import json
 
     return {str(json.loads(r.value)["id"]) for r in records}
+
+
+def _letter_ids(records: list[Record]) -> set[str]:
+    import json
+
+    return {str(json.loads(json.loads(r.value)["payload"])["id"]) for r in records}

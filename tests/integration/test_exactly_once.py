@@ -2,8 +2,9 @@
 
 Two predictors in one group serve a 2-partition topic while events arrive; one of them, at random,
 is killed and restarted (same transactional id) several times, so batches are cut mid-transaction
-and partitions move between the members. A ``read_committed`` reader of the posteriors must see
-exactly one posterior per input id: none lost, none twice. Both client backends.
+and partitions move between the members. One event in 40 is invalid (a dead letter, written in the
+same transactions). ``read_committed`` readers must see exactly one posterior per good input and
+one dead letter per bad one: none lost, none twice. Both client backends.
 """
 
 from __future__ import annotations
@@ -36,16 +37,27 @@ def trained(directory) -> None:
 def test_kill_9_exactly_once_posteriors(bootstrap, new_topic, tmp_path, client):
     seed = int(os.environ.get("EOS_SEED", time.time_ns() % 10_000))
     print(f"EOS_SEED={seed}")  # shown on failure: rerun with it
-    inbox, outbox, snaps = new_topic(2, prefix="eos-in"), new_topic(2, prefix="eos-out"), tmp_path / "s"
+    inbox, outbox, dlq = (new_topic(2, prefix=p) for p in ("eos-in", "eos-out", "eos-dlq"))
+    snaps = tmp_path / "s"
     trained(snaps)
-    make, _options, _rate = crash_case("nb", sms_path().parents[1])
+    good, _options, _rate = crash_case("nb", sms_path().parents[1])
+
+    def make(i: int) -> dict:
+        return {**good(i), "text": 12345} if i % 40 == 7 else good(i)  # a number: invalid
+
     run = predict_with_kills(bootstrap, inbox, outbox, make, snaps, tmp_path, kills=KILLS,
-                             rng=random.Random(seed), client=client, rate=1_000, minimum=5_000)
+                             rng=random.Random(seed), client=client, rate=1_000, minimum=5_000,
+                             dead_letters=dlq)
     assert len(run.kills) == KILLS
-    produced = Counter(str(e["id"]) for e in run.events)
-    assert len(produced) == len(run.events)
-    committed = Counter(str(json.loads(r.value)["id"]) for r in run.posteriors)
-    twice = {i: n for i, n in committed.items() if n > 1}
-    assert not twice, f"{len(twice)} inputs have several committed posteriors, e.g. {list(twice)[:5]}"
-    assert set(committed) == set(produced), (
-        f"missing {len(set(produced) - set(committed))}, unexpected {len(set(committed) - set(produced))}")
+    bad = {str(e["id"]) for e in run.events if e["text"] == 12345}
+    produced = {str(e["id"]) for e in run.events} - bad
+    assert len(produced) + len(bad) == len(run.events) and bad
+    for name, records, expected in (
+            ("posteriors", [json.loads(r.value)["id"] for r in run.posteriors], produced),
+            ("dead letters", [json.loads(json.loads(r.value)["payload"])["id"]
+                              for r in run.dead_letters], bad)):
+        committed = Counter(map(str, records))
+        twice = {i: n for i, n in committed.items() if n > 1}
+        assert not twice, f"{len(twice)} inputs have several committed {name}, e.g. {list(twice)[:5]}"
+        assert set(committed) == expected, (f"{name}: missing {len(expected - set(committed))}, "
+                                             f"unexpected {len(set(committed) - expected)}")
