@@ -14,8 +14,10 @@ A model is trained on the SMS Spam Collection; for each client backend and offer
 Modes: ``at-least-once`` (the default predictor: acknowledgements pipelined, offsets committed
 once acknowledged), ``flush/batch`` (the previous behaviour, kept as the peer: a blocking flush
 with acks=all and a synchronous offset commit after every micro-batch) and ``exactly-once``
-(``--exactly-once``: one transaction per micro-batch). Loads default to 500, 2,000 and 5,000
-events/s; exactly-once and flush/batch run at 2,000.
+(``--exactly-once``: one transaction per micro-batch), and ``hot-reload`` (at least once while a
+new snapshot is written every second, so the predictor reloads its model under load). Loads
+default to 500, 2,000 and 5,000 events/s; the other modes run at 2,000. The table also gives the
+predictor's CPU per event and its longest garbage-collector pause during the load.
 
     /work/venv/bin/python bench/predict_latency.py                   # ~3 minutes
     /work/venv/bin/python bench/predict_latency.py --seconds 5 --backends confluent --rates 2000
@@ -42,7 +44,8 @@ from streambayes.runtime.kafka import kafka_python
 from streambayes.snapshot import SnapshotStore
 
 BACKENDS = ("kafka-python", "confluent")
-MODES = {"at-least-once": [], "flush/batch": [], "exactly-once": ["--exactly-once"]}
+MODES = {"at-least-once": [], "flush/batch": [], "exactly-once": ["--exactly-once"],
+         "hot-reload": []}  # at least once, a new snapshot written every second meanwhile
 TICK = 0.002  # seconds between two bursts of the offered load
 
 
@@ -121,9 +124,32 @@ def predictor(bootstrap: str, inbox: str, outbox: str, snaps: Path, client: str,
         return subprocess.Popen(command, stdout=fh, stderr=fh, env=env)
 
 
+class Rewriter(threading.Thread):
+    """Writes a new snapshot (the newest one again, one event more) every second."""
+
+    def __init__(self, snaps: Path) -> None:
+        super().__init__(daemon=True)
+        self.store = SnapshotStore(snaps)
+        self.stop = threading.Event()
+        self.written = 0
+        self.start()
+
+    def run(self) -> None:
+        while not self.stop.wait(1.0):
+            newest = self.store.latest()
+            self.store.write(newest.state, model=newest.model, positions={},
+                             events=newest.events + 1)
+            self.written += 1
+
+    def finish(self) -> int:
+        self.stop.set()
+        self.join(30)
+        return self.written
+
+
 def run_one(bootstrap: str, snaps: Path, client: str, mode: str, rate: float, seconds: float,
             texts: list[str], log: Path) -> dict:
-    tag = f"{client}-{mode.replace('/', '')}-{int(rate)}-{time.time_ns() % 10**9}"
+    tag = f"{client}-{mode.replace('/', '').replace(' ', '')}-{int(rate)}-{time.time_ns() % 10**9}"
     inbox, outbox = f"lat-in-{tag}", f"lat-out-{tag}"
     kafka_python.create_topic(bootstrap, inbox, 1)
     kafka_python.create_topic(bootstrap, outbox, 1)
@@ -143,8 +169,12 @@ def run_one(bootstrap: str, snaps: Path, client: str, mode: str, rate: float, se
         n = int(rate * seconds)
         events = [(f"lat-{i:07d}", json.dumps({"id": f"lat-{i:07d}", "text": texts[i % len(texts)]},
                                                 separators=(",", ":")).encode()) for i in range(n)]
+        writer = Rewriter(snaps) if mode == "hot-reload" else None
         start = time.perf_counter()
-        sent = offer(bootstrap, inbox, events, rate)
+        try:
+            sent = offer(bootstrap, inbox, events, rate)
+        finally:
+            reloads = writer.finish() if writer is not None else 0
         offered = n / (time.perf_counter() - start)
         deadline = time.monotonic() + 60
         while sum(k.startswith("lat") for k in list(observer.seen)) < n and time.monotonic() < deadline:
@@ -166,7 +196,8 @@ def run_one(bootstrap: str, snaps: Path, client: str, mode: str, rate: float, se
     readable = np.array([(got[k][0] - sent[k]) * 1000 for k in got])
     produced = np.array([(got[k][1] - sent[k]) * 1000 for k in got])
     pct = {f"p{q}": float(np.percentile(readable, q)) for q in (50, 90, 99)} if len(got) else {}
-    return {"client": client, "mode": mode, "rate": rate, "offered": offered, "n": n,
+    return {"client": client, "mode": mode, "rate": rate, "snapshots_written": reloads,
+            "offered": offered, "n": n,
             "got": len(got), **pct, "cpu_ms_per_event": (cpu - cpu0) * 1000 / max(1, n),
             "gc_max_ms": max(pauses, default=0.0), "gc_total_ms": sum(pauses),
             "max": float(readable.max()) if len(got) else float("nan"),
