@@ -191,3 +191,19 @@ def test_exactly_once_refuses_sinks_that_are_not_kafka():
         kafka_targets("kafka://h:9092/in", "out.jsonl", None)
     with pytest.raises(UsageError, match="one Kafka cluster"):
         kafka_targets("kafka://h:9092/in", "kafka://other:9092/out", None)
+
+
+def test_the_confluent_sink_is_read_without_blocking():
+    """The adapter knows the confluent sink's queue (a rename there would silently cost a flush per
+    batch): a message to an unreachable broker stays unacknowledged (a flush would wait for it)."""
+    from streambayes.runtime.kafka.confluent import KafkaSink
+    from streambayes.runtime.kafka.pipelined import unacknowledged
+
+    sink = KafkaSink("127.0.0.1:1", options={"message.timeout.ms": 60_000})
+    try:
+        assert unacknowledged(sink) == 0
+        sink.send("t", "k", {"id": "x"})
+        assert unacknowledged(sink) == 1
+    finally:
+        sink._producer.purge()
+        sink._producer.flush(0)
