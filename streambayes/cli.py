@@ -253,6 +253,12 @@ def _add_predict_arguments(p: argparse.ArgumentParser) -> None:
                    help="the snapshots must hold a per-key model (learned with 'learn --per-key')")
     _add_per_key_bounds(p)
     _add_record_arguments(p)
+    p.add_argument("--exactly-once", action="store_true",
+                   help="one Kafka transaction per micro-batch: exactly one committed posterior "
+                        "per input for read_committed readers (Kafka source and sinks)")
+    p.add_argument("--transactional-id", metavar="ID",
+                   help="with --exactly-once: this instance's id, stable across its restarts "
+                        "(default: streambayes-predict-<group>-<hostname>)")
 
 
 def _add_rank_arguments(p: argparse.ArgumentParser) -> None:
@@ -464,7 +470,10 @@ def _run_predict(args: argparse.Namespace, settings: Settings) -> int:
                      key_field=args.key_field, batch_size=args.batch_size, clues=args.clues,
                      follow=args.follow, reload_seconds=args.reload_seconds,
                      loss=_loss_matrix(args, settings), calibrated=not args.raw,
-                     per_key=args.per_key, **_per_key_bounds(args, settings))
+                     per_key=args.per_key, **_per_key_bounds(args, settings),
+                     exactly_once=args.exactly_once, transactional_id=args.transactional_id)
+    if args.transactional_id and not args.exactly_once:
+        raise UsageError("--transactional-id needs --exactly-once")
     _logging()
     with _stop_on_signals() as stop, _stopped_quietly(stop):
         stats = run_predict(job, settings, stop)

@@ -87,7 +87,8 @@ def open_source(
 
 
 def open_sink(uri: str | KafkaURI | Path, settings: Settings, *, stop: threading.Event | None = None,
-              mode: Literal["w", "a"] = "a") -> tuple[Sink, str]:
+              mode: Literal["w", "a"] = "a",
+              defaults: dict[str, Any] | None = None) -> tuple[Sink, str]:
     """A sink and the topic to send to (for a file, its path: one file, one stream).
 
     A file sink writes lines of at most ``STREAMBAYES_SINK_MAX_LINE_BYTES``; a Kafka sink gives
@@ -96,7 +97,8 @@ def open_sink(uri: str | KafkaURI | Path, settings: Settings, *, stop: threading
     if isinstance(target, Path):
         return FileSink(target, mode=mode, max_line_bytes=settings.sink_max_line_bytes), str(target)
     module = backend(settings)
-    return module.KafkaSink(target.bootstrap, options=client_options(settings, "producer"),
+    options = {**(defaults or {}), **client_options(settings, "producer")}
+    return module.KafkaSink(target.bootstrap, options=options,
                             stop=stop, deadline=settings.kafka_delivery_deadline), target.topic
 
 

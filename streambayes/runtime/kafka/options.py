@@ -106,3 +106,31 @@ def group_timeouts(client: str, session_ms: int, heartbeat_ms: int,
     if client == "confluent":
         names = ("session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms")
     return dict(zip(names, (session_ms, heartbeat_ms, max(max_poll_ms, session_ms)), strict=True))
+
+
+# The predictor's latency defaults per backend and role (issue 13): under any option the user
+# gives. librdkafka leaves Nagle's algorithm on (``socket.nagle.disable=false``): a small produce
+# or fetch request can then wait for the peer's delayed ACK (tens of ms on Linux); kafka-python
+# sets TCP_NODELAY itself. A fetch returns as soon as one byte is there (``fetch.min.bytes`` 1,
+# both clients), so the fetch wait only bounds an idle long poll: kept short so that a stop or a
+# commit is not held behind it. Acknowledgements are pipelined, so librdkafka lingers 1 ms (its
+# batching costs no Python); kafka-python keeps 5 ms: each new batch wakes its sender thread
+# through a socket and takes locks in the caller, which at 1 ms cost more CPU than it saved.
+LOW_LATENCY: dict[str, dict[Role, dict[str, Any]]] = {
+    "confluent": {"consumer": {"socket.nagle.disable": True, "fetch.wait.max.ms": 50,
+                               "fetch.min.bytes": 1},
+                  "producer": {"socket.nagle.disable": True, "linger.ms": 1}},
+    "kafka-python": {"consumer": {"fetch_max_wait_ms": 100, "fetch_min_bytes": 1},
+                     "producer": {}},
+}
+
+
+def low_latency(client: str, role: Role, given: Mapping[str, Any]) -> dict[str, Any]:
+    """The predictor's latency defaults of ``client``'s ``role`` that ``given`` does not set.
+
+    >>> low_latency("confluent", "producer", {"linger.ms": 0})
+    {'socket.nagle.disable': True}
+    >>> low_latency("kafka-python", "producer", {})
+    {}
+    """
+    return {k: v for k, v in LOW_LATENCY.get(client, {}).get(role, {}).items() if k not in given}

@@ -16,6 +16,7 @@ moment it was read) to the posterior's hand-over to the sink.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -30,6 +31,7 @@ import numpy as np
 
 from streambayes.config import Settings
 from streambayes.errors import FeatureError, LimitError, ModelError, SnapshotError, UsageError
+from streambayes.runtime.kafka.pipelined import Settler, unacknowledged
 from streambayes.runtime.loops.learn import is_per_key, keyed_events, send_dead_letter
 from streambayes.runtime.loops.shards import (
     Merged,
@@ -71,6 +73,8 @@ class PredictJob:
     max_resident: int | None = None  # per-key: live learners (the rest read from spill files)
     max_resident_bytes: int | None = None  # per-key: bytes of the live learners
     max_keys: int | None = None  # per-key: not used by prediction (it creates no key)
+    exactly_once: bool = False  # one Kafka transaction per micro-batch (loops/exactly_once.py)
+    transactional_id: str | None = None  # exactly once: None is <group>-<hostname>
 
 
 @dataclass
@@ -157,6 +161,9 @@ class PredictLoop:
         clock: Callable[[], float] = time.monotonic,
         loss: Any = None,
         calibrated: bool = True,
+        settle_seconds: float = 0.5,
+        commit_seconds: float = 0.1,
+        freeze_gc: bool = False,
     ) -> None:
         if batch_size < 1 or clues < 0 or reload_seconds <= 0:
             raise UsageError("the batch size and --reload-seconds must be positive, --clues >= 0")
@@ -176,6 +183,8 @@ class PredictLoop:
         self.loss = loss
         self.calibrated = calibrated
         self._warned: set[str] = set()
+        self.settler = Settler(settle_seconds, commit_seconds, clock)
+        self.freeze_gc = freeze_gc  # gc.freeze() after each model load (a process-wide setting)
         self.stats = PredictStats()
 
     def wait_for_model(self) -> None:
@@ -194,21 +203,42 @@ class PredictLoop:
 
     def run(self) -> PredictStats:
         self.wait_for_model()
+        self._freeze()
         start = last_check = self.clock()
         while not self.stop.is_set() and self.watcher.current is not None:
             if self.clock() - last_check >= self.reload_seconds:
                 last_check = self.clock()
-                self.stats.reloads += self.watcher.check()
-            records = self.source.poll(self.batch_size, timeout=min(0.2, self.reload_seconds))
+                if self.watcher.check():
+                    self.stats.reloads += 1
+                    self._freeze()
+            wait = min(0.2, self.reload_seconds, self.settler.wait())
+            records = self.source.poll(self.batch_size, timeout=wait)
             if records:
                 self._serve(records)
             elif self.stop_at_end:
                 break
+            elif self.settler.pending():
+                self._settle()
+        if self.settler.pending():
+            self._settle(force=True)
         self.stats.seconds = self.clock() - start
         self.stats.snapshot = self.watcher.current.label if self.watcher.current else None
         return self.stats
 
+    def _freeze(self) -> None:  # the model and imports out of the collector's passes (tails)
+        if self.freeze_gc:
+            gc.freeze()
+
     def _serve(self, records: list) -> None:
+        self._publish(records)
+        self._settle()
+
+    def _settle(self, force: bool = False) -> None:
+        """Commit the offsets served once acknowledged (:class:`~.pipelined.Settler`)."""
+        sinks = [self.sink[0]] + ([self.dead_letters[0]] if self.dead_letters is not None else [])
+        self.settler.settle(self.source, sinks, force)
+
+    def _publish(self, records: list) -> None:
         polled = time.time()
         self.stats.records += len(records)
         good: list[Decoded] = []
@@ -239,12 +269,6 @@ class PredictLoop:
                     str(c): (float(v) if np.isfinite(v) else None)
                     for c, v in zip(classes, raw[i].tolist(), strict=True)}))
         self.stats.posteriors += len(good)
-        sink.flush()
-        if self.dead_letters is not None:
-            self.dead_letters[0].flush()
-        commit = getattr(self.source, "commit", None)
-        if commit is not None:
-            commit(self.source.positions())
 
     def _alpha(self, served: Any) -> float | None:
         """The calibration exponent to serve with: the snapshot's, unless ``calibrated`` is off."""
@@ -343,6 +367,9 @@ class OversizeToDeadLetter:
     def flush(self) -> None:
         self.sink.flush()
 
+    def unacknowledged(self) -> int | None:
+        return unacknowledged(self.sink)
+
     def close(self) -> None:
         self.sink.close()
 
@@ -350,22 +377,32 @@ class OversizeToDeadLetter:
 def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | None = None,
                 group_options: dict[str, Any] | None = None) -> PredictStats:
     """Build the parts of ``job`` and serve until the source ends (files) or ``stop`` is set."""
-    from streambayes.runtime.kafka.connect import open_sink, open_source
+    from streambayes.runtime.kafka.connect import client_options, open_sink, open_source
+    from streambayes.runtime.kafka.options import low_latency
     from streambayes.runtime.loops.learn import _decoder, per_key_bounds
     from streambayes.runtime.loops.spill import restore_model
     from streambayes.runtime.records.limits import RecordLimits
+    from streambayes.runtime.records.uri import KafkaURI, parse_uri
 
     stop = stop or threading.Event()
     if not job.snapshots:
         raise UsageError("predict needs --snapshots DIR[,DIR...]")
+    if job.exactly_once:
+        from streambayes.runtime.loops.exactly_once import run_exactly_once
+
+        return run_exactly_once(job, settings, stop, group_options)
     stores = open_stores(job.snapshots, settings)
+    consumer = low_latency(settings.kafka_client, "consumer", client_options(
+        settings, "consumer")) if isinstance(parse_uri(job.source), KafkaURI) else {}
     source = open_source(job.source, settings, role="predict", fmt=job.format, stop=stop,
-                         group_options=group_options, follow=job.follow)
+                         group_options={**consumer, **(group_options or {})}, follow=job.follow)
     is_file = isinstance(source, FileSource)
     try:
         decoder = _decoder(source, job, require_label=False,
                            limits=RecordLimits.from_settings(settings))
-        sink = open_sink(job.sink, settings, stop=stop)
+        producer = low_latency(settings.kafka_client, "producer", client_options(
+            settings, "producer")) if isinstance(parse_uri(job.sink), KafkaURI) else {}
+        sink = open_sink(job.sink, settings, stop=stop, defaults=producer)
         dead = open_sink(job.dead_letter, settings, stop=stop) if job.dead_letter else None
         wait = job.wait_seconds if job.wait_seconds is not None else (0.0 if is_file else None)
         try:
@@ -375,7 +412,7 @@ def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | Non
                                batch_size=job.batch_size, clues=job.clues,
                                reload_seconds=job.reload_seconds, wait_seconds=wait,
                                stop_at_end=is_file and not job.follow, stop=stop, loss=job.loss,
-                               calibrated=job.calibrated)
+                               calibrated=job.calibrated, freeze_gc=True)
             return loop.run()
         finally:
             sink[0].close()

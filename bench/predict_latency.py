@@ -1,0 +1,300 @@
+"""Predictor latency on a local broker: input to posterior, histogram per mode, backend and load.
+
+One broker is started for the run (``streambayes.devtools.broker``'s order; the run prints which).
+A model is trained on the SMS Spam Collection; for each client backend and offered load, a
+``streambayes predict`` process (the CLI, in its own process as deployed) serves a fresh
+1-partition topic while this process offers unlabelled SMS events at a steady pace (a tick every
+2 ms, confluent producer, ``linger.ms=0``) and reads the posterior topic with a
+``read_committed`` consumer. Per event:
+
+  sent→readable   from the moment the input was handed to the producer to the moment its posterior
+                  was read here (committed and visible: what a downstream consumer sees)
+  sent→produced   to the posterior's Kafka timestamp (the predictor's produce call; ms resolution)
+
+Modes: ``at-least-once`` (the default predictor: acknowledgements pipelined, offsets committed
+once acknowledged), ``flush/batch`` (the previous behaviour, kept as the peer: a blocking flush
+with acks=all and a synchronous offset commit after every micro-batch) and ``exactly-once``
+(``--exactly-once``: one transaction per micro-batch), and ``hot-reload`` (at least once while a
+new snapshot is written every second, so the predictor reloads its model under load). Loads
+default to 500, 2,000 and 5,000 events/s; the other modes run at 2,000. The table also gives the
+predictor's CPU per event and its longest garbage-collector pause during the load.
+
+    /work/venv/bin/python bench/predict_latency.py                   # ~3 minutes
+    /work/venv/bin/python bench/predict_latency.py --seconds 5 --backends confluent --rates 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+from _common import load_sms_spam, package_version, print_table
+
+from streambayes.devtools.broker import broker_info
+from streambayes.runtime.kafka import kafka_python
+from streambayes.snapshot import SnapshotStore
+
+BACKENDS = ("kafka-python", "confluent")
+MODES = {"at-least-once": [], "flush/batch": [], "exactly-once": ["--exactly-once"],
+         "hot-reload": []}  # at least once, a new snapshot written every second meanwhile
+TICK = 0.002  # seconds between two bursts of the offered load
+
+
+def trained_snapshot(directory: Path) -> None:
+    from streambayes.models import make_model
+
+    texts, labels = load_sms_spam()
+    model = make_model("nb")
+    model.learn_many([{"text": t} for t in texts], labels)
+    SnapshotStore(directory).write(model.to_state(), model="nb", positions={}, events=len(texts))
+
+
+class Observer(threading.Thread):
+    """Reads the posterior topic (read_committed) and notes when each posterior became readable."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        import confluent_kafka as ck
+
+        self.consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"obs-{topic}",
+                                     "isolation.level": "read_committed",
+                                     "enable.auto.commit": False, "fetch.wait.max.ms": 10})
+        self.consumer.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+        self.seen: dict[str, tuple[float, float]] = {}  # id -> (read at, posterior timestamp s)
+        self.stop = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            messages = self.consumer.consume(1000, 0)  # consume(n, t) waits for all n: no
+            if not messages:
+                messages = self.consumer.consume(1, 0.05)
+            for m in messages:
+                if m.error() is None:
+                    now = time.time()
+                    self.seen[json.loads(m.value())["id"]] = (now, m.timestamp()[1] / 1000)
+        self.consumer.close()
+
+
+def offer(bootstrap: str, topic: str, events: list[tuple[str, bytes]], rate: float) -> dict[str, float]:
+    """Send ``events`` at ``rate`` per second (bursts every ``TICK``); {id: time handed over}."""
+    import confluent_kafka as ck
+
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
+    sent: dict[str, float] = {}
+    start = time.perf_counter()
+    i = 0
+    while i < len(events):
+        due = min(len(events), int((time.perf_counter() - start) * rate) + 1)
+        for event_id, value in events[i:due]:
+            sent[event_id] = time.time()
+            producer.produce(topic, value)
+        i = max(i, due)
+        producer.poll(0)
+        time.sleep(TICK)
+    producer.flush(30)
+    return sent
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def predictor(bootstrap: str, inbox: str, outbox: str, snaps: Path, client: str, mode: str,
+              log: Path, gc_file: Path) -> subprocess.Popen:
+    command = [sys.executable, __file__, "serve", "--mode", mode, "--", "predict",
+               "--source", f"kafka://{bootstrap}/{inbox}", "--sink", f"kafka://{bootstrap}/{outbox}",
+               "--snapshots", str(snaps), *MODES[mode]]
+    if mode == "exactly-once":
+        command += ["--transactional-id", f"bench-{inbox}"]
+    env = {**os.environ, "STREAMBAYES_KAFKA_CLIENT": client,
+           "STREAMBAYES_KAFKA_GROUP": f"bench-{inbox}", "BENCH_GC": str(gc_file)}
+    with open(log, "ab") as fh:
+        return subprocess.Popen(command, stdout=fh, stderr=fh, env=env)
+
+
+class Rewriter(threading.Thread):
+    """Writes a new snapshot (the newest one again, one event more) every second."""
+
+    def __init__(self, snaps: Path) -> None:
+        super().__init__(daemon=True)
+        self.store = SnapshotStore(snaps)
+        self.stop = threading.Event()
+        self.written = 0
+        self.start()
+
+    def run(self) -> None:
+        while not self.stop.wait(1.0):
+            newest = self.store.latest()
+            self.store.write(newest.state, model=newest.model, positions={},
+                             events=newest.events + 1)
+            self.written += 1
+
+    def finish(self) -> int:
+        self.stop.set()
+        self.join(30)
+        return self.written
+
+
+def run_one(bootstrap: str, snaps: Path, client: str, mode: str, rate: float, seconds: float,
+            texts: list[str], log: Path) -> dict:
+    tag = f"{client}-{mode.replace('/', '').replace(' ', '')}-{int(rate)}-{time.time_ns() % 10**9}"
+    inbox, outbox = f"lat-in-{tag}", f"lat-out-{tag}"
+    kafka_python.create_topic(bootstrap, inbox, 1)
+    kafka_python.create_topic(bootstrap, outbox, 1)
+    observer = Observer(bootstrap, outbox)
+    gc_file = log.with_name(f"gc-{tag}.json")
+    proc = predictor(bootstrap, inbox, outbox, snaps, client, mode, log, gc_file)
+    try:
+        deadline = time.monotonic() + 90
+        cpu0 = 0.0
+        while not any(k.startswith("warm") for k in list(observer.seen)):  # the group has joined
+            offer(bootstrap, inbox, [(f"warm-{time.time_ns()}", json.dumps(
+                {"id": f"warm-{time.time_ns()}", "text": "hello"}).encode())], 100)
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"the predictor did not answer: {log.read_text()[-2000:]}")
+            time.sleep(0.5)
+        cpu0 = cpu_seconds(proc.pid)
+        n = int(rate * seconds)
+        events = [(f"lat-{i:07d}", json.dumps({"id": f"lat-{i:07d}", "text": texts[i % len(texts)]},
+                                                separators=(",", ":")).encode()) for i in range(n)]
+        writer = Rewriter(snaps) if mode == "hot-reload" else None
+        start = time.perf_counter()
+        try:
+            sent = offer(bootstrap, inbox, events, rate)
+        finally:
+            reloads = writer.finish() if writer is not None else 0
+        offered = n / (time.perf_counter() - start)
+        deadline = time.monotonic() + 60
+        while sum(k.startswith("lat") for k in list(observer.seen)) < n and time.monotonic() < deadline:
+            time.sleep(0.1)
+        cpu = cpu_seconds(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        observer.stop.set()
+        observer.join(10)
+    window = (min(sent.values(), default=0.0), max((v[0] for v in observer.seen.values()), default=0.0))
+    pauses = [ms for at, ms, _gen in (json.loads(gc_file.read_text()) if gc_file.exists() else [])
+              if window[0] <= at <= window[1]]
+    got = {k: v for k, v in observer.seen.items() if k in sent}
+    readable = np.array([(got[k][0] - sent[k]) * 1000 for k in got])
+    produced = np.array([(got[k][1] - sent[k]) * 1000 for k in got])
+    pct = {f"p{q}": float(np.percentile(readable, q)) for q in (50, 90, 99)} if len(got) else {}
+    return {"client": client, "mode": mode, "rate": rate, "snapshots_written": reloads,
+            "offered": offered, "n": n,
+            "got": len(got), **pct, "cpu_ms_per_event": (cpu - cpu0) * 1000 / max(1, n),
+            "gc_max_ms": max(pauses, default=0.0), "gc_total_ms": sum(pauses),
+            "max": float(readable.max()) if len(got) else float("nan"),
+            "produced_p50": float(np.percentile(produced, 50)) if len(got) else float("nan"),
+            "produced_p99": float(np.percentile(produced, 99)) if len(got) else float("nan")}
+
+
+def serve(argv: list[str]) -> int:
+    """The predictor process: ``streambayes predict``; ``--mode flush/batch`` restores the old
+    flush and synchronous commit after every micro-batch (the peer)."""
+    mode, rest = argv[2], argv[4:]  # serve --mode MODE -- predict ...
+    from streambayes.cli import main as cli_main
+
+    if mode == "flush/batch":
+        from streambayes.runtime.kafka import pipelined
+        from streambayes.runtime.loops.predict import PredictLoop
+
+        PredictLoop.__init__.__kwdefaults__.update(settle_seconds=0.0, commit_seconds=0.0)
+        pipelined.commit_async = lambda source, positions: False  # synchronous, as it was
+    if os.environ.get("BENCH_GC"):  # the garbage collector's pauses, written at the end
+        import atexit
+        import gc
+
+        pauses: list[tuple[float, float, int]] = []  # (wall time, ms, generation)
+        began = [0.0]
+
+        def timing(phase: str, info: dict) -> None:
+            if phase == "start":
+                began[0] = time.perf_counter()
+            else:
+                pauses.append((time.time(), (time.perf_counter() - began[0]) * 1000,
+                               info["generation"]))
+
+        gc.callbacks.append(timing)
+        atexit.register(lambda: Path(os.environ["BENCH_GC"]).write_text(json.dumps(pauses)))
+    if os.environ.get("BENCH_PROFILE"):  # a cProfile of the predictor, for finding where time goes
+        import cProfile
+
+        with cProfile.Profile() as profile:
+            code = cli_main(rest)
+        profile.dump_stats(f"{os.environ['BENCH_PROFILE']}.{os.getpid()}")
+        return code
+    return cli_main(rest)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "serve":
+        return serve(argv)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backends", default=",".join(BACKENDS))
+    ap.add_argument("--rates", default="500,2000,5000")
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--other-rate", type=float, default=2000.0,
+                    help="offered load of the flush/batch and exactly-once runs")
+    ap.add_argument("--seconds", type=float, default=6.0)
+    ap.add_argument("--warmup", type=float, default=4.0, help="seconds of a first, unreported run")
+    args = ap.parse_args(argv)
+    clients = [c for c in args.backends.split(",") if c]
+    rates = [float(r) for r in args.rates.split(",") if r]
+    modes = [m for m in args.modes.split(",") if m]
+    versions = {c: package_version("kafka-python" if c == "kafka-python" else "confluent-kafka")
+                for c in clients}
+    print(f"python {sys.version.split()[0]}; clients {versions}; load {os.getloadavg()[0]:.1f}",
+          flush=True)
+    texts, _labels = load_sms_spam()
+    results = []
+    with broker_info() as info, tempfile.TemporaryDirectory() as tmp:
+        print(f"broker: {info}", flush=True)
+        snaps = Path(tmp) / "snaps"
+        trained_snapshot(snaps)
+        if args.warmup > 0:  # the broker's JVM is slow at first: a run that is not reported
+            run_one(info.bootstrap, snaps, clients[0], "at-least-once", rates[0], args.warmup,
+                    texts, Path(tmp) / "predictor.log")
+        for client in clients:
+            for mode in modes:
+                for rate in (rates if mode == "at-least-once" else [args.other_rate]):
+                    r = run_one(info.bootstrap, snaps, client, mode, rate, args.seconds, texts,
+                                Path(tmp) / "predictor.log")
+                    results.append(r)
+                    print(json.dumps(r), flush=True)
+        for line in (Path(tmp) / "predictor.log").read_text().splitlines():
+            if "transactions committed" in line:
+                print("exactly-once:", line.split(": ", 1)[-1])
+        if any(r["got"] < r["n"] for r in results):
+            print((Path(tmp) / "predictor.log").read_text()[-3000:])
+    rows = [[r["client"], r["mode"], f"{r['offered']:,.0f}", f"{r['got']:,}/{r['n']:,}",
+             *(f"{r.get(k, float('nan')):.1f}" for k in ("p50", "p90", "p99", "max")),
+             f"{r['produced_p50']:.1f}", f"{r['produced_p99']:.1f}", f"{r['cpu_ms_per_event']:.2f}",
+             f"{r['gc_max_ms']:.1f}"] for r in results]
+    print_table("predictor latency, ms (sent→readable by a read_committed reader; "
+                "sent→produced: the posterior's timestamp)",
+                ["client", "mode", "offered/s", "posteriors", "p50", "p90", "p99", "max",
+                 "produced p50", "produced p99", "CPU ms/event", "GC max ms (load)"], rows)
+    print(f"load average after the run: {os.getloadavg()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

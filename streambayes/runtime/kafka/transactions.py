@@ -1,0 +1,310 @@
+"""Kafka transactions for exactly-once posteriors (``streambayes predict --exactly-once``).
+
+:class:`TransactionalSink` is a sink (``send``/``flush``/``close``) on a transactional producer of
+either client backend (``confluent``: librdkafka; ``kafka-python`` >= 2.1: its
+``KafkaProducer(transactional_id=...)``). :meth:`TransactionalSink.exactly_once` owns the order of
+one micro-batch's steps, and is the only place that does:
+
+1. ``begin_transaction``;
+2. ``publish()``: the posteriors and dead letters of the batch are sent (into the transaction);
+3. ``send_offsets_to_transaction``: the batch's next offsets, with the consumer's group metadata,
+   so the broker refuses the offsets of a member that was fenced by a rebalance (KIP-447);
+4. ``commit_transaction``.
+
+A failure in 1-4 aborts the transaction and raises :class:`Aborted`; the loop then rewinds the
+consumer to the start of the batch (:func:`rewind`) and serves it again. An error that no abort
+can cure (the producer was fenced by a newer instance with the same transactional id, or the abort
+itself fails) is a :class:`~streambayes.errors.BrokerError`: the predictor exits 1 and a restart
+resumes exactly once from the last committed offsets.
+
+**Transactional id.** One per predictor instance, stable across its restarts: the broker then
+fences the instance that was killed (its producer epoch is bumped, its open transaction aborted) as
+soon as the new one calls ``init_transactions``. ``--transactional-id`` sets it; the default is
+``streambayes-predict-<group>-<hostname>``, stable for a process restarted on the same host or
+container. Two predictors on one host need distinct ids (else each fences the other).
+``transaction.timeout.ms`` defaults to 10 s (:data:`TRANSACTION_TIMEOUT_MS`; Kafka's default is
+60 s): how long the partitions of a predictor killed and *not* restarted stay blocked for the
+member that takes them over (its read_committed offset fetch waits for the open transaction).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from streambayes.errors import BrokerError
+from streambayes.runtime.records.sinks import fit, key_bytes
+from streambayes.runtime.records.sources import Record
+
+logger = logging.getLogger(__name__)
+TRANSACTION_TIMEOUT_MS = 10_000
+_TIMEOUT = 30.0  # seconds for one transaction call (init, offsets, commit, abort)
+_RECORD_OVERHEAD = 512
+
+
+class Aborted(Exception):  # noqa: N818 (a state, not a bug: the batch is served again)
+    """The batch's transaction was aborted; nothing of it is visible to read_committed readers."""
+
+
+def default_transactional_id(group: str) -> str:
+    """``streambayes-predict-<group>-<hostname>`` (documented above).
+
+    >>> default_transactional_id("g").startswith("streambayes-predict-g-")
+    True
+    """
+    prefix = group if group.startswith("streambayes-predict") else f"streambayes-predict-{group}"
+    return f"{prefix}-{socket.gethostname()}"
+
+
+def consumer_of(source: Any) -> Any:
+    """The client consumer of a backend's ``GroupSource`` (needed for its group metadata)."""
+    consumer = getattr(source, "_consumer", None)
+    if consumer is None or not hasattr(source, "group"):
+        raise BrokerError("--exactly-once needs a Kafka consumer-group source")
+    return consumer
+
+
+def next_offsets(records: list[Record]) -> dict[int, tuple[int, int]]:
+    """Per partition: (first offset, next offset) of a batch.
+
+    >>> next_offsets([Record(b"", None, "t", 0, 5, None), Record(b"", None, "t", 0, 6, None)])
+    {0: (5, 7)}
+    """
+    out: dict[int, tuple[int, int]] = {}
+    for r in records:
+        first, after = out.get(r.partition, (r.offset, r.offset + 1))
+        out[r.partition] = (min(first, r.offset), max(after, r.offset + 1))
+    return out
+
+
+class _Confluent:
+    """librdkafka's transactional producer."""
+
+    def __init__(self, bootstrap: str, transactional_id: str, options: Mapping[str, Any],
+                 linger_ms: int) -> None:
+        from confluent_kafka import Producer
+
+        from streambayes.runtime.kafka.confluent import _config, _ErrorLog, _usable
+
+        self._errors = _ErrorLog(f"transactional producer {transactional_id}")
+        config = _config(bootstrap, {
+            "transactional.id": transactional_id, "acks": "all", "enable.idempotence": True,
+            "linger.ms": linger_ms, "partitioner": "murmur2_random",
+            "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS, "error_cb": self._errors}, options)
+        self.max_bytes = int(config.get("message.max.bytes", 1_000_000)) - _RECORD_OVERHEAD
+        self.producer = _usable(lambda: Producer(config))
+        self.producer.init_transactions(_TIMEOUT)
+
+    def begin(self) -> None:
+        self.producer.begin_transaction()
+
+    def send(self, topic: str, key: bytes | None, data: bytes) -> None:
+        while True:
+            try:
+                self.producer.produce(topic, data, key)
+                self.producer.poll(0)
+                return
+            except BufferError:  # the local queue is full: let deliveries make room
+                self.producer.poll(0.1)
+
+    def offsets(self, consumer: Any, topic: str, offsets: Mapping[int, int]) -> None:
+        from confluent_kafka import TopicPartition
+
+        self.producer.send_offsets_to_transaction(
+            [TopicPartition(topic, p, off) for p, off in offsets.items()],
+            consumer.consumer_group_metadata(), _TIMEOUT)
+
+    def commit(self) -> None:
+        self.producer.commit_transaction(_TIMEOUT)
+
+    def abort(self) -> None:
+        self.producer.abort_transaction(_TIMEOUT)
+
+    def flush(self) -> None:
+        self.producer.flush(_TIMEOUT)
+
+    @staticmethod
+    def retriable(exc: BaseException) -> bool:
+        from confluent_kafka import KafkaException
+
+        return isinstance(exc, KafkaException | BrokerError)
+
+    @staticmethod
+    def fatal(exc: BaseException) -> bool:
+        from confluent_kafka import KafkaException
+
+        error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+        return error is not None and error.fatal()
+
+    def close(self) -> None:
+        close = getattr(self.producer, "close", None)  # confluent-kafka >= 2.12
+        if close is not None:
+            close()
+
+
+class _KafkaPython:
+    """kafka-python's transactional producer (``transactional_id``; 2.1 and later)."""
+
+    def __init__(self, bootstrap: str, transactional_id: str, options: Mapping[str, Any],
+                 linger_ms: int) -> None:
+        from kafka import KafkaProducer
+
+        config = {"bootstrap_servers": bootstrap, "transactional_id": transactional_id,
+                  "enable_idempotence": True, "acks": "all", "linger_ms": linger_ms,
+                  "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS, **dict(options)}
+        if not hasattr(KafkaProducer, "send_offsets_to_transaction"):
+            raise BrokerError("this kafka-python has no transactional producer (2.1 or later "
+                              "needed for --exactly-once; or use STREAMBAYES_KAFKA_CLIENT=confluent)")
+        self.max_bytes = int(config.get("max_request_size", 1_048_576)) - _RECORD_OVERHEAD
+        self.producer = KafkaProducer(**config)
+        self.producer.init_transactions()
+        self.futures: list[Any] = []
+
+    def begin(self) -> None:
+        self.futures = []
+        self.producer.begin_transaction()
+
+    def send(self, topic: str, key: bytes | None, data: bytes) -> None:
+        self.futures.append(self.producer.send(topic, key=key, value=data))
+
+    def offsets(self, consumer: Any, topic: str, offsets: Mapping[int, int]) -> None:
+        from kafka import TopicPartition
+        from kafka.structs import OffsetAndMetadata
+
+        self.producer.send_offsets_to_transaction(
+            {TopicPartition(topic, p): OffsetAndMetadata(off, "", -1) for p, off in offsets.items()},
+            consumer.group_metadata())
+
+    def commit(self) -> None:
+        self.producer.flush()
+        failed = next((f.exception for f in self.futures if f.is_done and f.failed()), None)
+        if failed is not None:  # kafka-python would abort at commit too: say why
+            raise BrokerError(f"a message of the transaction was not delivered: {failed}")
+        self.producer.commit_transaction()
+
+    def abort(self) -> None:
+        self.producer.abort_transaction()
+
+    def flush(self) -> None:
+        self.producer.flush()
+
+    @staticmethod
+    def retriable(exc: BaseException) -> bool:
+        from kafka.errors import KafkaError
+
+        return isinstance(exc, KafkaError | BrokerError)
+
+    @staticmethod
+    def fatal(exc: BaseException) -> bool:
+        from kafka import errors
+
+        fenced = tuple(getattr(errors, name) for name in (
+            "ProducerFencedError", "InvalidProducerEpochError", "TransactionalIdAuthorizationFailedError",
+            "InvalidTxnStateError") if hasattr(errors, name))
+        return isinstance(exc, fenced)
+
+    def close(self) -> None:
+        self.producer.close(timeout=5)
+
+
+_BACKENDS: dict[str, Callable[..., Any]] = {"confluent": _Confluent, "kafka-python": _KafkaPython}
+
+
+class TransactionalSink:
+    """A sink whose sends join the current transaction (see the module doc)."""
+
+    def __init__(self, client: str, bootstrap: str, transactional_id: str, *,
+                 options: Mapping[str, Any] | None = None, stop: threading.Event | None = None,
+                 linger_ms: int = 0) -> None:
+        if client not in _BACKENDS:
+            raise BrokerError(f"Kafka client {client!r} has no transactional producer")
+        self.client = client
+        self.transactional_id = transactional_id
+        self.stop = stop or threading.Event()
+        self.count = 0
+        self.transactions = 0
+        self.aborts = 0
+        self.seconds = 0.0  # spent in committed transactions (begin to commit)
+        self.slowest = 0.0
+        self._open = False
+        self._impl = _BACKENDS[client](bootstrap, transactional_id, dict(options or {}), linger_ms)
+        self.max_bytes = self._impl.max_bytes
+        logger.info("transactional producer %s ready (%s)", transactional_id, client)
+
+    def send(self, topic: str, key: str | bytes | None, value: Any) -> None:
+        """Send ``value`` in the open transaction (raises :class:`~.sinks.MessageTooLarge` for a
+        value over the limit that is not a dead letter: nothing is sent then)."""
+        if not self._open:
+            raise BrokerError("send outside a transaction (use TransactionalSink.exactly_once)")
+        k = key_bytes(key)
+        self._impl.send(topic, k, fit(value, self.max_bytes - len(k or b""), f"a message to {topic}"))
+        self.count += 1
+
+    def flush(self) -> None:
+        """Nothing to do between transactions (commit waits for every message of its batch)."""
+
+    def exactly_once(self, publish: Callable[[], None], consumer: Any, topic: str,
+                     offsets: Mapping[int, int]) -> None:
+        """Begin; ``publish()``; send ``offsets`` ({partition: next offset} of ``topic``) with the
+        consumer's group metadata; commit. Raises :class:`Aborted` after an abort, or
+        :class:`~streambayes.errors.BrokerError` when no abort can cure the failure."""
+        start = time.monotonic()
+        try:
+            self._impl.begin()
+            self._open = True
+            publish()
+            self._impl.offsets(consumer, topic, offsets)
+            self._impl.commit()
+            self._open = False
+            self.transactions += 1
+            took = time.monotonic() - start
+            self.seconds += took
+            self.slowest = max(self.slowest, took)
+        except Exception as exc:
+            self._open = False
+            self._abort(exc)
+            if not self._impl.retriable(exc):  # not the broker's doing (a bug): do not loop on it
+                raise
+            raise Aborted(f"{type(exc).__name__}: {exc}") from exc
+
+    def _abort(self, cause: BaseException) -> None:
+        if self._impl.fatal(cause):
+            raise BrokerError(f"transactional producer {self.transactional_id} cannot go on "
+                              f"({cause}); a restart resumes from the last committed offsets "
+                              "(exactly once)") from cause
+        logger.warning("aborting the transaction (%s: %s); the batch is served again",
+                       type(cause).__name__, cause)
+        start = time.monotonic()
+        try:
+            self._impl.abort()
+        except Exception as exc:
+            raise BrokerError(f"cannot abort a transaction of {self.transactional_id} ({exc}); "
+                              "a restart resumes from the last committed offsets "
+                              "(exactly once)") from exc
+        self.aborts += 1
+        logger.info("aborted in %.3f s", time.monotonic() - start)
+
+    def close(self) -> None:
+        self._impl.close()
+
+
+def rewind(consumer: Any, client: str, topic: str, starts: Mapping[int, int]) -> None:
+    """Seek the partitions still assigned back to ``starts`` ({partition: first offset of the
+    aborted batch}); a partition another member took over resumes there from the committed
+    offsets."""
+    owned = {tp.partition for tp in consumer.assignment() if tp.topic == topic}
+    for p, offset in starts.items():
+        if p not in owned:
+            continue
+        if client == "confluent":
+            from confluent_kafka import TopicPartition
+
+            consumer.seek(TopicPartition(topic, p, offset))
+        else:
+            from kafka import TopicPartition
+
+            consumer.seek(TopicPartition(topic, p), offset)
