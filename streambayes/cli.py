@@ -259,6 +259,7 @@ def _add_predict_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--transactional-id", metavar="ID",
                    help="with --exactly-once: this instance's id, stable across its restarts "
                         "(default: streambayes-predict-<group>-<hostname>)")
+    _add_service_arguments(p)
 
 
 def _add_rank_arguments(p: argparse.ArgumentParser) -> None:
@@ -470,7 +471,8 @@ def _run_predict(args: argparse.Namespace, settings: Settings) -> int:
                      key_field=args.key_field, batch_size=args.batch_size, clues=args.clues,
                      follow=args.follow, reload_seconds=args.reload_seconds,
                      loss=_loss_matrix(args, settings), calibrated=not args.raw,
-                     per_key=args.per_key, **_per_key_bounds(args, settings),
+                     per_key=args.per_key, metrics_port=args.metrics_port,
+                     progress_seconds=args.progress_seconds, **_per_key_bounds(args, settings),
                      exactly_once=args.exactly_once, transactional_id=args.transactional_id)
     if args.transactional_id and not args.exactly_once:
         raise UsageError("--transactional-id needs --exactly-once")

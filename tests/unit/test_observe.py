@@ -112,3 +112,27 @@ def test_learn_on_the_command_line_logs_progress(tmp_path, caplog):
     assert "learn: 100 events from 100 records" in caplog.text
     assert main(["learn", "--source", str(path), "--snapshots", str(tmp_path / "s"),
                  "--progress-seconds", "0"]) == 2
+
+
+def test_the_predict_loop_reports_posteriors_latency_dead_letters_and_the_snapshot(tmp_path):
+    from streambayes.models import make_model
+    from streambayes.runtime.loops.predict import ModelWatcher, PredictLoop
+    from streambayes.runtime.records.decode import Decoder
+    from streambayes.runtime.records.sinks import MemorySink
+    from streambayes.runtime.records.sources import MemorySource
+    from streambayes.snapshot.store import MemorySnapshotStore
+
+    model = make_model("nb")
+    model.learn_many(model.featurize([{"text": "win cash"}, {"text": "lunch"}]), ["spam", "ham"])
+    store = MemorySnapshotStore()
+    store.write(model.to_state(), model="nb", positions={}, events=2)
+    records = [b'{"id": "a", "text": "win"}', b"{bad", b'{"id": "b", "text": "lunch"}']
+    obs = Observer("predict", every=1e9)
+    loop = PredictLoop(MemorySource({"q": records}), Decoder("jsonl", require_label=False),
+                       ModelWatcher([store]), (MemorySink(), "out"), observer=obs)
+    stats = loop.run()
+    assert stats.posteriors == 2 and (obs.records_total, obs.events_total, obs.dead_total) == (3, 2, 1)
+    value = obs.registry.get_sample_value
+    assert value("streambayes_latency_seconds_count", {"role": "predict"}) == 2
+    assert value("streambayes_snapshots_total", {"role": "predict"}) == 1
+    assert "snapshot 000001" in obs.tick(force=True)

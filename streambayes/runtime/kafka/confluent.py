@@ -381,6 +381,12 @@ class GroupSource:
     def positions(self) -> Positions:
         return {self.topic: {str(p): off for p, off in sorted(self._next.items())}}
 
+    def end_offsets(self) -> dict[int, int]:
+        """End offsets of the partitions the group gives this member (for lag)."""
+        held = [tp for tp in self._consumer.assignment() if tp.topic == self.topic]
+        return {tp.partition: self._consumer.get_watermark_offsets(tp, timeout=_TIMEOUT, cached=False)[1]
+                for tp in held}
+
     def seek(self, positions: Mapping[str, Mapping[str, int]]) -> None:
         raise BrokerError("a consumer-group source resumes from the group's committed offsets")
 

@@ -273,6 +273,11 @@ class GroupSource:
     def positions(self) -> Positions:
         return {self.topic: {str(p): off for p, off in sorted(self._next.items())}}
 
+    def end_offsets(self) -> dict[int, int]:
+        """End offsets of the partitions the group gives this member (for lag)."""
+        tps = [tp for tp in self._consumer.assignment() if tp.topic == self.topic]
+        return {tp.partition: off for tp, off in self._consumer.end_offsets(tps).items()} if tps else {}
+
     def seek(self, positions: Mapping[str, Mapping[str, int]]) -> None:
         raise BrokerError("a consumer-group source resumes from the group's committed offsets")
 

@@ -97,6 +97,7 @@ def run_exactly_once(job: Any, settings: Any, stop: Any,
     from streambayes.runtime.loops.predict import ModelWatcher
     from streambayes.runtime.loops.shards import open_stores, store_options
     from streambayes.runtime.loops.spill import restore_model
+    from streambayes.runtime.observe import observer_for
     from streambayes.runtime.records.limits import RecordLimits
 
     source_uri, sink_uri, dead_uri = kafka_targets(job.source, job.sink, job.dead_letter)
@@ -121,8 +122,13 @@ def run_exactly_once(job: Any, settings: Any, stop: Any,
                 sink_uri.topic, None if dead_uri is None else dead_uri.topic,
                 batch_size=job.batch_size, clues=job.clues, reload_seconds=job.reload_seconds,
                 wait_seconds=job.wait_seconds, stop_at_end=False, stop=stop, loss=job.loss,
-                calibrated=job.calibrated, freeze_gc=True)
-            stats = loop.run()
+                calibrated=job.calibrated, freeze_gc=True,
+                observer=observer_for(job, "predict", source))
+            try:
+                stats = loop.run()
+            finally:
+                loop.observer.tick(force=True)
+                loop.observer.close()
             logger.info("%d transactions committed (%.1f ms each on average, slowest %.1f ms), "
                         "%d aborted (transactional id %s)", sink.transactions,
                         sink.seconds * 1000 / max(1, sink.transactions), sink.slowest * 1000,

@@ -75,6 +75,8 @@ class PredictJob:
     max_keys: int | None = None  # per-key: not used by prediction (it creates no key)
     exactly_once: bool = False  # one Kafka transaction per micro-batch (loops/exactly_once.py)
     transactional_id: str | None = None  # exactly once: None is <group>-<hostname>
+    metrics_port: int | None = None  # serve Prometheus metrics on this port (None: no endpoint)
+    progress_seconds: float = 10.0  # a progress line (counts, rate, lag) every so many seconds
 
 
 @dataclass
@@ -164,6 +166,7 @@ class PredictLoop:
         settle_seconds: float = 0.5,
         commit_seconds: float = 0.1,
         freeze_gc: bool = False,
+        observer: Any = None,
     ) -> None:
         if batch_size < 1 or clues < 0 or reload_seconds <= 0:
             raise UsageError("the batch size and --reload-seconds must be positive, --clues >= 0")
@@ -185,6 +188,7 @@ class PredictLoop:
         self._warned: set[str] = set()
         self.settler = Settler(settle_seconds, commit_seconds, clock)
         self.freeze_gc = freeze_gc  # gc.freeze() after each model load (a process-wide setting)
+        self.observer = observer  # progress lines and metrics (None: none)
         self.stats = PredictStats()
 
     def wait_for_model(self) -> None:
@@ -203,14 +207,16 @@ class PredictLoop:
 
     def run(self) -> PredictStats:
         self.wait_for_model()
-        self._freeze()
+        self._loaded()
         start = last_check = self.clock()
         while not self.stop.is_set() and self.watcher.current is not None:
             if self.clock() - last_check >= self.reload_seconds:
                 last_check = self.clock()
                 if self.watcher.check():
                     self.stats.reloads += 1
-                    self._freeze()
+                    self._loaded()
+            if self.observer is not None:
+                self.observer.tick()
             wait = min(0.2, self.reload_seconds, self.settler.wait())
             records = self.source.poll(self.batch_size, timeout=wait)
             if records:
@@ -225,8 +231,11 @@ class PredictLoop:
         self.stats.snapshot = self.watcher.current.label if self.watcher.current else None
         return self.stats
 
-    def _freeze(self) -> None:  # the model and imports out of the collector's passes (tails)
-        if self.freeze_gc:
+    def _loaded(self) -> None:
+        """A model was loaded: tell the observer; freeze the collector (tails) when asked."""
+        if self.observer is not None and self.watcher.current is not None:
+            self.observer.snapshot(self.watcher.current.label)
+        if self.freeze_gc:  # the model and imports out of the collector's passes
             gc.freeze()
 
     def _serve(self, records: list) -> None:
@@ -269,6 +278,13 @@ class PredictLoop:
                     str(c): (float(v) if np.isfinite(v) else None)
                     for c, v in zip(classes, raw[i].tolist(), strict=True)}))
         self.stats.posteriors += len(good)
+        if self.observer is not None:
+            self.observer.records(len(records))
+            self.observer.events(len(good))
+            now = time.time() * 1000
+            self.observer.latencies(max(0.0, now - (d.record.timestamp if d.record.timestamp
+                                                    is not None else polled * 1000)) / 1000
+                                    for d in good)
 
     def _alpha(self, served: Any) -> float | None:
         """The calibration exponent to serve with: the snapshot's, unless ``calibrated`` is off."""
@@ -343,6 +359,8 @@ class PredictLoop:
             return kept, np.array(rows).reshape(len(rows), len(model.classes))
 
     def _dead(self, letter: DeadLetter) -> None:
+        if self.observer is not None:
+            self.observer.dead_letter(letter.reason)
         send_dead_letter(letter, self.stats.dead_letters, self.dead_letters)
 
 
@@ -381,6 +399,7 @@ def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | Non
     from streambayes.runtime.kafka.options import low_latency
     from streambayes.runtime.loops.learn import _decoder, per_key_bounds
     from streambayes.runtime.loops.spill import restore_model
+    from streambayes.runtime.observe import observer_for
     from streambayes.runtime.records.limits import RecordLimits
     from streambayes.runtime.records.uri import KafkaURI, parse_uri
 
@@ -412,8 +431,13 @@ def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | Non
                                batch_size=job.batch_size, clues=job.clues,
                                reload_seconds=job.reload_seconds, wait_seconds=wait,
                                stop_at_end=is_file and not job.follow, stop=stop, loss=job.loss,
-                               calibrated=job.calibrated, freeze_gc=True)
-            return loop.run()
+                               calibrated=job.calibrated, freeze_gc=True,
+                               observer=observer_for(job, "predict", source))
+            try:
+                return loop.run()
+            finally:
+                loop.observer.tick(force=True)
+                loop.observer.close()
         finally:
             sink[0].close()
             if dead is not None:
