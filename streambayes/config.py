@@ -108,6 +108,7 @@ class Settings(BaseSettings):
     kafka_heartbeat_interval_ms: int = Field(default=2000, ge=100)
     kafka_max_poll_interval_ms: int = Field(default=300_000, ge=1000)
     kafka_delivery_deadline: float = Field(default=120.0, gt=0)
+    kafka_connect_deadline: float = Field(default=30.0, gt=0)  # every command, both clients
     sink_max_line_bytes: int = Field(default=1_048_576, ge=1024)
     snapshot_key: SecretStr | None = None  # STREAMBAYES_SNAPSHOT_KEY: HMAC-sign and check snapshots
     snapshot_max_bytes: int = Field(default=4 * 2**30, gt=0)

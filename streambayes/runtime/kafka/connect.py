@@ -4,11 +4,19 @@ The Kafka client backend comes from settings (``STREAMBAYES_KAFKA_CLIENT``): ``k
 (default) or ``confluent`` (librdkafka; ``pip install 'streambayes[confluent]'``). Both give the
 same :class:`~streambayes.runtime.records.sources.Source` and
 :class:`~streambayes.runtime.records.sinks.Sink`.
+
+One deadline policy for every command: before a Kafka client is made, a broker of the bootstrap
+list must accept a connection within ``STREAMBAYES_KAFKA_CONNECT_DEADLINE`` seconds (default 30;
+retried with backoff, a warning on the first failure); past it the command fails with one line
+and exit 1 (a service under a supervisor is restarted). Once connected, an outage is ridden out
+by the sources (backoff, nothing skipped), and a delivery that keeps failing gives up after
+``STREAMBAYES_KAFKA_DELIVERY_DEADLINE`` (120 s).
 """
 
 from __future__ import annotations
 
 import importlib
+import socket
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,9 +34,29 @@ BACKENDS = {"kafka-python": "streambayes.runtime.kafka.kafka_python",
             "confluent": "streambayes.runtime.kafka.confluent"}
 MEMBER_BACKENDS = {"kafka-python": "streambayes.runtime.kafka.member_kafka_python",
                    "confluent": "streambayes.runtime.kafka.member_confluent"}
-REPLAY_CONNECT_SECONDS = 10.0  # replay is a batch job: an unreachable broker is an error
 DEFAULT_GROUPS = {"learn": "streambayes-learn", "predict": "streambayes-predict",
                   "replay": None}
+
+
+def wait_for_broker(bootstrap: str, settings: Settings, stop: threading.Event | None = None) -> None:
+    """Return once a broker of ``bootstrap`` (``host:port[,host:port...]``) accepts a TCP
+    connection; NetworkUnavailable after ``settings.kafka_connect_deadline`` seconds or when
+    ``stop`` is set."""
+    from streambayes.runtime.retry import retrying
+
+    def connect() -> None:
+        errors = []
+        for address in bootstrap.split(","):
+            host, _, port = address.strip().rpartition(":")
+            try:
+                socket.create_connection((host.strip("[]"), int(port)), timeout=5.0).close()
+                return
+            except (OSError, ValueError) as exc:
+                errors.append(f"{address.strip()}: {exc}")
+        raise OSError("; ".join(errors))
+
+    retrying(connect, f"connect to {bootstrap}", (OSError,), stop,
+             deadline=settings.kafka_connect_deadline)
 
 
 def backend(settings: Settings) -> ModuleType:
@@ -79,11 +107,13 @@ def open_source(
                                   settings.kafka_heartbeat_interval_ms,
                                   settings.kafka_max_poll_interval_ms)
         options = {**timeouts, **options, **(group_options or {})}  # explicit options win
+        wait_for_broker(target.bootstrap, settings, stop)
         return module.GroupSource(target.bootstrap, target.topic, group=group, options=options,
                                   stop=stop)
-    deadline = REPLAY_CONNECT_SECONDS if role == "replay" else None
-    return module.AssignedSource(target.bootstrap, target.topic, partitions=partitions,
-                                 group=group, options=options, stop=stop, connect_deadline=deadline)
+    wait_for_broker(target.bootstrap, settings, stop)
+    return module.AssignedSource(target.bootstrap, target.topic, partitions=partitions, group=group,
+                                 options=options, stop=stop,
+                                 connect_deadline=settings.kafka_connect_deadline)
 
 
 def open_sink(uri: str | KafkaURI | Path, settings: Settings, *, stop: threading.Event | None = None,
@@ -98,6 +128,7 @@ def open_sink(uri: str | KafkaURI | Path, settings: Settings, *, stop: threading
         return FileSink(target, mode=mode, max_line_bytes=settings.sink_max_line_bytes), str(target)
     module = backend(settings)
     options = {**(defaults or {}), **client_options(settings, "producer")}
+    wait_for_broker(target.bootstrap, settings, stop)
     return module.KafkaSink(target.bootstrap, options=options,
                             stop=stop, deadline=settings.kafka_delivery_deadline), target.topic
 
@@ -117,5 +148,6 @@ def open_member_source(uri: str | KafkaURI, settings: Settings, *,
                               settings.kafka_max_poll_interval_ms)
     options = {**timeouts, **client_options(settings, "consumer")}
     group = settings.kafka_group or DEFAULT_GROUPS["learn"]
+    wait_for_broker(target.bootstrap, settings, stop)
     return module.MemberSource(target.bootstrap, target.topic, group=group, options=options,
                                stop=stop)

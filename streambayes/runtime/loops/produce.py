@@ -59,12 +59,13 @@ def _message(record: Record, decoder: Decoder, job: ProduceJob) -> tuple[str | N
 
 def produce_file(job: ProduceJob, settings: Settings, stop: threading.Event | None = None) -> int:
     """Send every record of ``job.path`` (up to ``limit``) to ``job.to``; returns the count sent."""
-    from streambayes.runtime.kafka.connect import backend, client_options, open_sink
+    from streambayes.runtime.kafka.connect import backend, client_options, open_sink, wait_for_broker
 
     target = parse_uri(job.to, allowed_query=())
     if isinstance(target, KafkaURI) and job.partitions:
         module = backend(settings)
         options = client_options(settings, "admin")
+        wait_for_broker(target.bootstrap, settings, stop)
         module.create_topic(target.bootstrap, target.topic, job.partitions, options=options)
     sent = 0
     with FileSource(job.path, job.format, max_line_bytes=settings.max_record_bytes) as source:

@@ -90,6 +90,10 @@ def open_store(where: str | os.PathLike[str], settings: Any = None, *, keep: int
         from streambayes.runtime.stores.kafka_topic import KafkaSnapshotStore, TopicLog
 
         uri = _kafka_uri(target)
+        if settings is not None:
+            from streambayes.runtime.kafka.connect import wait_for_broker
+
+            wait_for_broker(uri.bootstrap, settings)
         timeout = settings.kafka_delivery_deadline if settings is not None else 30.0
         log = TopicLog(uri.bootstrap, uri.topic, kafka_options(settings), timeout=timeout)
         return KafkaSnapshotStore(log, keep, **options)
