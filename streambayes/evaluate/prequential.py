@@ -58,6 +58,7 @@ import numpy as np
 from river import metrics
 
 from streambayes.errors import FeatureError, LimitError, ModelError
+from streambayes.evaluate.threshold_auc import BatchROCAUC
 
 AUC_THRESHOLDS = 50
 KEY = "__streambayes_key__"  # an event's key inside its x dict, for per-key evaluation
@@ -146,7 +147,7 @@ class ModelScore:
         self.accuracy = metrics.Accuracy()
         self.log_loss = metrics.CrossEntropy()
         self.macro_f1 = metrics.MacroF1()
-        self.roc_auc = metrics.ROCAUC(n_thresholds=AUC_THRESHOLDS)
+        self.roc_auc = BatchROCAUC(n_thresholds=AUC_THRESHOLDS)  # River's ROCAUC, per batch
         self.events = 0
         self.cold = 0
         self.seconds = 0.0
@@ -168,7 +169,9 @@ class ModelScore:
             self.macro_f1.update(y, y_pred, w)
             # a label the model has never learned gets probability 0 (River then clamps to 1e-15)
             self.log_loss.update(y, {y: 0.0} | dict(zip(classes, proba[i].tolist(), strict=True)), w)
-            self.roc_auc.update(y == auc_label, auc_score(_log_odds(log_proba[i], pos)), w)
+        self.roc_auc.update_many(np.array([y == auc_label for y in ys], dtype=bool),
+                                 np.array([auc_score(v) for v in _log_odds_many(log_proba, pos)]),
+                                 np.asarray(ws, dtype=np.float64))
         if keys is not None:
             self.keys.extend(keys)
         self._calibrate(classes, log_proba, ys, ws)
@@ -235,6 +238,17 @@ class ModelScore:
             "seconds": self.seconds,
             "events_per_s": self.events / self.seconds if self.seconds > 0 else None,
         }
+
+
+def _log_odds_many(log_proba: np.ndarray, pos: int | None) -> list[float]:
+    """:func:`_log_odds` of every row; with two classes in one subtraction (the same floats:
+    a single other class makes the log-sum-exp ``top + log(1.0)``, that is ``top``)."""
+    if pos is None or log_proba.shape[1] != 2:
+        return [_log_odds(row, pos) for row in log_proba]
+    top = log_proba[:, 1 - pos]
+    out = log_proba[:, pos] - top
+    out[top == -math.inf] = math.inf
+    return out.tolist()
 
 
 def _log_odds(row: np.ndarray, pos: int | None) -> float:

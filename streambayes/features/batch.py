@@ -115,8 +115,8 @@ class Featurizer:
                         col = num[key] = np.full(n, np.nan)
                     col[i] = _number(key, value)
             indptr[i + 1] = len(flat)
-        buckets = self.hasher.buckets(flat)
-        tokens = SparseRows(indptr, np.fromiter(buckets, np.int64, len(buckets)), np.ones(len(buckets)))
+        buckets = self.hasher.bucket_array(flat)
+        tokens = SparseRows(indptr, buckets, np.ones(len(buckets)))
         categorical = {k: np.array(v, dtype=object) for k, v in cat.items()}
         words = [flat[indptr[i]:indptr[i + 1]] for i in range(n)] if keep_words else None
         return Batch(n, tokens, categorical, num, words)

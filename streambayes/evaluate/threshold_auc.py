@@ -1,0 +1,68 @@
+"""River's threshold-grid ROC AUC, updated a whole batch at a time.
+
+:class:`BatchROCAUC` gives exactly the figure of ``river.metrics.ROCAUC(n_thresholds)`` fed the
+same (truth, score, weight) triples one at a time: the same thresholds, the same per-threshold
+confusion counts summed in stream order (a cumulative sum from the running total, which adds in the
+same order as River's ``+=``, so even non-integer weights give the same floats) and the same
+trapezoid. River's per-event update costs one confusion-matrix update per threshold (50 in
+replay), which dominated replay on long mail.
+
+>>> auc = BatchROCAUC(n_thresholds=10)
+>>> auc.update_many(np.array([True, False, True, False]), np.array([0.9, 0.1, 0.4, 0.6]))
+>>> round(auc.get(), 4)
+0.75
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import integrate
+
+
+class BatchROCAUC:
+    """ROC AUC over a fixed grid of score thresholds in [0, 1], as River computes it."""
+
+    def __init__(self, n_thresholds: int = 10) -> None:
+        if n_thresholds < 2:
+            raise ValueError(f"n_thresholds must be >= 2, got {n_thresholds}")
+        self.n_thresholds = n_thresholds
+        thresholds = [i / (n_thresholds - 1) for i in range(n_thresholds)]
+        thresholds[0] -= 1e-7
+        thresholds[-1] += 1e-7
+        self.thresholds = np.array(thresholds)
+        # per threshold, River's ConfusionMatrix sums: data[True][True], sum_row[True],
+        # sum_col[True] and the total of true positives (events predicted as they are)
+        self._tp = np.zeros(n_thresholds)
+        self._row = np.zeros(n_thresholds)
+        self._col = np.zeros(n_thresholds)
+        self._agree = np.zeros(n_thresholds)
+
+    def update_many(self, truth: np.ndarray, scores: np.ndarray, weights: np.ndarray | None = None) -> None:
+        """Count a batch: ``truth`` (bool), ``scores`` (float), ``weights`` (default 1), in order."""
+        truth = np.asarray(truth, dtype=bool)
+        w = np.ones(len(truth)) if weights is None else np.asarray(weights, dtype=np.float64)
+        pred = np.asarray(scores, dtype=np.float64)[None, :] > self.thresholds[:, None]
+        for total, mask in ((self._tp, pred & truth), (self._row, np.broadcast_to(truth, pred.shape)),
+                            (self._col, pred), (self._agree, pred == truth)):
+            total[:] = _running_sum(total, np.where(mask, w, 0.0))
+
+    def get(self) -> float:
+        tp = self._tp
+        fn, fp, tn = self._row - tp, self._col - tp, self._agree - tp
+        tprs = [_safe_div(a, a + b) for a, b in zip(tp.tolist(), fn.tolist(), strict=True)]
+        fprs = [_safe_div(a, a + b) for a, b in zip(fp.tolist(), tn.tolist(), strict=True)]
+        return -integrate.trapezoid(x=fprs, y=tprs)
+
+
+def _running_sum(start: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``start[i] + values[i, 0] + values[i, 1] + ...`` added left to right, per row."""
+    if not values.shape[1]:
+        return start
+    return np.concatenate([start[:, None], values], axis=1).cumsum(axis=1)[:, -1]
+
+
+def _safe_div(a: float, b: float) -> float:
+    try:
+        return a / b
+    except ZeroDivisionError:
+        return 0.0
