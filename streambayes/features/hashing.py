@@ -13,6 +13,8 @@ True
 
 from __future__ import annotations
 
+import operator
+
 import mmh3
 import numpy as np
 
@@ -88,4 +90,6 @@ class FeatureHasher:
                     cache = {}
             mask = self._mask
             cache.update((t, stable_hash(t) & mask) for t in new)
-        return np.fromiter(map(cache.__getitem__, tokens), np.int64, len(tokens))
+        if len(tokens) < 2:  # itemgetter of one key returns the value itself, not a tuple
+            return np.fromiter(map(cache.__getitem__, tokens), np.int64, len(tokens))
+        return np.array(operator.itemgetter(*tokens)(cache), np.int64)
