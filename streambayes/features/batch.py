@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from streambayes.errors import FeatureError
+from streambayes.features.ascii_words import text_ids
 from streambayes.features.hashing import FeatureHasher
 from streambayes.features.text import Tokenizer
 
@@ -94,8 +95,8 @@ class Featurizer:
 
     def featurize(self, xs: Sequence[Mapping], keep_words: bool = False) -> Batch:
         n = len(xs)
-        indptr = np.zeros(n + 1, np.int64)
-        flat: list[str] = []  # every token of the batch, hashed in one pass at the end
+        texts: list[str] = []  # every text of the batch, tokenized and hashed together at the end
+        text_rows: list[int] = []
         cat: dict[str, list] = {}
         num: dict[str, np.ndarray] = {}
         for i, x in enumerate(xs):
@@ -103,7 +104,10 @@ class Featurizer:
                 if value is None:
                     continue
                 if key in self.text_fields:
-                    flat += self._tokens(key, value)
+                    if not isinstance(value, str):
+                        raise FeatureError(f"text field {key!r} must be a string, got {type(value).__name__}")
+                    texts.append(value)
+                    text_rows.append(i)
                 elif isinstance(value, (str, bool)):
                     col = cat.get(key)
                     if col is None:
@@ -114,17 +118,27 @@ class Featurizer:
                     if col is None:
                         col = num[key] = np.full(n, np.nan)
                     col[i] = _number(key, value)
-            indptr[i + 1] = len(flat)
-        buckets = self.hasher.bucket_array(flat)
+        indptr, buckets, words = self._text(texts, text_rows, n, keep_words)
         tokens = SparseRows(indptr, buckets, np.ones(len(buckets)))
         categorical = {k: np.array(v, dtype=object) for k, v in cat.items()}
-        words = [flat[indptr[i]:indptr[i + 1]] for i in range(n)] if keep_words else None
         return Batch(n, tokens, categorical, num, words)
 
-    def _tokens(self, key: str, value: object) -> list[str]:
-        if not isinstance(value, str):
-            raise FeatureError(f"text field {key!r} must be a string, got {type(value).__name__}")
-        return self.tokenizer(value)
+    def _text(self, texts: list[str], rows: list[int], n: int, keep_words: bool,
+              ) -> tuple[np.ndarray, np.ndarray, list[list[str]] | None]:
+        """(indptr over the n rows, bucket of every word, the words per row if kept)."""
+        if keep_words:
+            per_row: list[list[str]] = [[] for _ in range(n)]
+            for i, text in zip(rows, texts, strict=True):
+                per_row[i] += self.tokenizer(text)
+            flat = [w for row in per_row for w in row]
+            indptr = np.zeros(n + 1, np.int64)
+            np.cumsum([len(row) for row in per_row], out=indptr[1:])
+            return indptr, self.hasher.bucket_array(flat), per_row
+        text_indptr, buckets = text_ids(texts, self.tokenizer, self.hasher)
+        indptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(np.array(rows, np.int64), np.diff(text_indptr), minlength=n).astype(np.int64),
+                  out=indptr[1:])
+        return indptr, buckets, None
 
 
 def _number(key: str, value: object) -> float:

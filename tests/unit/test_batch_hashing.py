@@ -12,6 +12,7 @@ import os
 import re
 from pathlib import Path
 
+import mmh3
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 
 from streambayes.errors import FeatureError
 from streambayes.features import Featurizer, stable_hash
+from streambayes.features.ascii_words import murmur3_32
 from streambayes.features.hashing import FeatureHasher
 
 N_FEATURES = 2**20
@@ -60,18 +62,49 @@ def test_real_mails_get_the_ids_of_hashing_every_token_alone():
 
 
 def test_a_small_cache_bound_changes_nothing_and_holds():
-    texts = enron_sample(200)
-    f = Featurizer(n_features=N_FEATURES)
-    f.hasher = FeatureHasher(N_FEATURES, cache_size=500)  # far fewer than one batch's words
-    sizes = []
-    indptr, ids = [0], []
-    for lo in range(0, len(texts), 16):
-        b = f.featurize([{"text": t} for t in texts[lo:lo + 16]])
-        sizes.append(len(f.hasher._cache))
-        indptr += (b.tokens.indptr[1:] + indptr[-1]).tolist()
-        ids += b.tokens.indices.tolist()
-    assert (indptr, ids) == reference(texts)
-    assert max(sizes) <= 500 and min(sizes) == 0 < max(sizes)  # batches past it hash uncached
+    """The cache of the word-by-word path (non-ASCII text, token options) stays within its bound."""
+    words = [w for t in enron_sample(200) for w in re.findall(r"\w+", t.lower())]
+    hasher = FeatureHasher(N_FEATURES, cache_size=500)  # far fewer than the words
+    sizes, ids = [], []
+    lo, sizes_cycle = 0, [200, 200, 2000]  # chunks under the bound and past it
+    while lo < len(words):
+        size = sizes_cycle[len(sizes) % 3]
+        ids += hasher.bucket_array(words[lo:lo + size]).tolist()
+        sizes.append(len(hasher._cache))
+        lo += size
+    assert ids == [stable_hash(w) & (N_FEATURES - 1) for w in words]
+    assert max(sizes) <= 500 and 0 in sizes and max(sizes) > 0  # a chunk past it hashes uncached
+
+
+def test_murmur_in_numpy_equals_mmh3_on_every_length():
+    data = bytes(range(256)) * 3
+    starts = np.array([i for n in range(0, 80) for i in (0, 7, 300 - n)], np.int64)
+    ends = starts + np.repeat(np.arange(0, 80), 3)
+    got = murmur3_32(np.frombuffer(data, np.uint8), starts, ends).tolist()
+    assert got == [mmh3.hash(data[a:b], 0, signed=False) for a, b in zip(starts, ends, strict=True)]
+
+
+words = st.text(alphabet=st.sampled_from("aZ_9 .-\n\té€ß\u0301"), max_size=12) | \
+    st.text(alphabet="ab", min_size=60, max_size=140)  # words past LONG_WORD too
+x_dict = st.fixed_dictionaries({"text": st.lists(words, max_size=8).map(" ".join)},
+                               optional={"title": st.text(max_size=20), "n": st.integers(0, 5),
+                                         "lang": st.sampled_from(["en", "fr"])})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(x_dict, max_size=10), st.booleans(), st.integers(1, 3), st.booleans())
+def test_featurize_equals_word_by_word_hashing(xs, lowercase, min_length, keep_words):
+    """Rows mixing ASCII and non-ASCII texts, two text fields and other fields: the ids of
+    hashing each tokenizer word alone, in the row's field order."""
+    f = Featurizer(n_features=2**18, text_fields=("text", "title"), lowercase=lowercase,
+                   min_token_length=min_length)
+    b = f.featurize(xs, keep_words=keep_words)
+    want_rows = [[w for k, v in x.items() if k in ("text", "title") for w in f.tokenizer(v)] for x in xs]
+    want = [stable_hash(w) & (2**18 - 1) for row in want_rows for w in row]
+    assert b.tokens.indices.tolist() == want and b.tokens.indices.dtype == np.int64
+    assert np.diff(b.tokens.indptr).tolist() == [len(row) for row in want_rows]
+    assert b.words == (want_rows if keep_words else None)
+    assert sorted(b.numeric) == (["n"] if any("n" in x for x in xs) else [])
 
 
 @settings(max_examples=150, deadline=None)
