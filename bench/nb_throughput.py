@@ -45,7 +45,7 @@ from _common import (
     print_table,
     run_worker,
 )
-from _corpora import CORPORA, load_corpus, replay_file
+from _corpora import CORPORA, growing, load_corpus, replay_file, score_rows
 
 N_FEATURES = 2**20
 POSITIVE = "spam"
@@ -89,35 +89,11 @@ class Stream:
         return [{"text": t} for t in self.texts]
 
 
-def _score_rows(proba, classes: list, ys: list, p, right, lo: int, first: str) -> None:
-    """Store P(true class) (0.5 before any training, 0 for a class not seen yet) and whether the
-    top class (``first`` before any training) is the true one, for rows ``lo, lo + 1, ...`` of a
-    (n, classes) array."""
-    import numpy as np
-
-    if not classes:  # untrained: the first class in sorted order (ham for SMS), P = 0.5
-        p[lo:lo + len(ys)] = 0.5
-        right[lo:lo + len(ys)] = [y == first for y in ys]
-        return
-    index = {c: j for j, c in enumerate(classes)}
-    col = np.array([index.get(y, -1) for y in ys])
-    p[lo:lo + len(ys)] = np.where(col >= 0, proba[np.arange(len(ys)), np.maximum(col, 0)], 0.0)
-    right[lo:lo + len(ys)] = np.asarray(classes, dtype=object)[proba.argmax(axis=1)] == np.asarray(ys, object)
-
-
-def growing(n: int, bs: int, grow: bool):
-    """(lo, hi) of mini-batches of ``bs``; with ``grow`` they grow 1, 2, 4, ... to ``bs`` (replay's)."""
-    lo, size = 0, 1 if grow else bs
-    while lo < n:
-        yield lo, min(lo + size, n)
-        lo, size = lo + size, min(size * 2, bs)
-
-
 # -- contestants: each returns a zero-argument run closure; imports happen before timing ----
 def _per_event(model, inputs, ys, p, right) -> None:
     """Prequential per event: predict_proba_one, then learn_one (River's protocol)."""
     predict, learn = model.predict_proba_one, model.learn_one
-    first = min(ys)  # what an untrained model predicts here (as in _score_rows)
+    first = min(ys)  # what an untrained model predicts here (as in score_rows)
     for i, x in enumerate(inputs):
         proba = predict(x)
         p[i] = proba.get(ys[i], 0.0) if proba else 0.5
@@ -144,7 +120,7 @@ def _sb_batch(s: Stream, p, right, bs: int, grow: bool = False) -> Callable[[], 
         model = MultinomialNB(alpha=1.0)
         for lo, hi in growing(len(xs), bs, grow):
             X = model.featurize(xs[lo:hi])
-            _score_rows(model.predict_proba_many(X), model.classes, ys[lo:hi], p, right, lo, s.first)
+            score_rows(model.predict_proba_many(X), model.classes, ys[lo:hi], p, right, lo, s.first)
             model.learn_many(X, ys[lo:hi])
     return run
 
@@ -201,7 +177,7 @@ def _sklearn(s: Stream, p, right, bs: int) -> Callable[[], None]:
         for lo in range(0, len(texts), bs):
             X = vec.transform(texts[lo:lo + bs])
             proba, classes = (model.predict_proba(X), list(model.classes_)) if fitted else (None, [])
-            _score_rows(proba, classes, ys[lo:lo + bs], p, right, lo, s.first)
+            score_rows(proba, classes, ys[lo:lo + bs], p, right, lo, s.first)
             model.partial_fit(X, ys[lo:lo + bs], classes=s.classes)
             fitted = True
     return run

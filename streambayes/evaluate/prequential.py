@@ -58,7 +58,7 @@ import numpy as np
 from river import metrics
 
 from streambayes.errors import FeatureError, LimitError, ModelError
-from streambayes.evaluate.threshold_auc import BatchROCAUC
+from streambayes.evaluate.threshold_auc import BatchROCAUC, _log_odds_many, auc_score
 
 AUC_THRESHOLDS = 50
 KEY = "__streambayes_key__"  # an event's key inside its x dict, for per-key evaluation
@@ -109,15 +109,6 @@ class Curve:
         if len(self.events) > _CURVE_MAX_POINTS:  # thin to bound memory on unbounded streams
             for values in (self.events, self.accuracy, self.log_loss):
                 del values[1:-1:2]
-
-
-def auc_score(log_odds: float) -> float:
-    """Monotone squash of log-odds into [0, 1] for River's threshold grid.
-
-    >>> auc_score(0.0), round(auc_score(800.0), 3), auc_score(-math.inf)
-    (0.5, 0.997, 0.0)
-    """
-    return 0.5 + math.atan(log_odds / 8.0) / math.pi
 
 
 class ModelScore:
@@ -238,30 +229,6 @@ class ModelScore:
             "seconds": self.seconds,
             "events_per_s": self.events / self.seconds if self.seconds > 0 else None,
         }
-
-
-def _log_odds_many(log_proba: np.ndarray, pos: int | None) -> list[float]:
-    """:func:`_log_odds` of every row; with two classes in one subtraction (the same floats:
-    a single other class makes the log-sum-exp ``top + log(1.0)``, that is ``top``)."""
-    if pos is None or log_proba.shape[1] != 2:
-        return [_log_odds(row, pos) for row in log_proba]
-    top = log_proba[:, 1 - pos]
-    out = log_proba[:, pos] - top
-    out[top == -math.inf] = math.inf
-    return out.tolist()
-
-
-def _log_odds(row: np.ndarray, pos: int | None) -> float:
-    """log p(pos) - log p(not pos) from a row of log-probabilities."""
-    if pos is None:
-        return -math.inf
-    rest = np.delete(row, pos)
-    if rest.size == 0:
-        return math.inf
-    top = rest.max()
-    if top == -math.inf:
-        return math.inf
-    return float(row[pos] - (top + math.log(np.exp(rest - top).sum())))
 
 
 class Prequential:

@@ -6,7 +6,8 @@ confusion counts summed in stream order (a cumulative sum from the running total
 same order as River's ``+=``, so even non-integer weights give the same floats) and the same
 trapezoid (numpy's: the formula of scipy's, which River calls; a test checks the figures bit for
 bit). River's per-event update costs one confusion-matrix update per threshold (50 in replay),
-which dominated replay on long mail.
+which dominated replay on long mail. The score each event brings is :func:`auc_score` of its
+positive log-odds (:func:`_log_odds_many` for a batch).
 
 >>> auc = BatchROCAUC(n_thresholds=10)
 >>> auc.update_many(np.array([True, False, True, False]), np.array([0.9, 0.1, 0.4, 0.6]))
@@ -15,6 +16,8 @@ which dominated replay on long mail.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -66,3 +69,36 @@ def _safe_div(a: float, b: float) -> float:
         return a / b
     except ZeroDivisionError:
         return 0.0
+
+
+def auc_score(log_odds: float) -> float:
+    """Monotone squash of log-odds into [0, 1] for River's threshold grid.
+
+    >>> auc_score(0.0), round(auc_score(800.0), 3), auc_score(-math.inf)
+    (0.5, 0.997, 0.0)
+    """
+    return 0.5 + math.atan(log_odds / 8.0) / math.pi
+
+
+def _log_odds_many(log_proba: np.ndarray, pos: int | None) -> list[float]:
+    """:func:`_log_odds` of every row; with two classes in one subtraction (the same floats:
+    a single other class makes the log-sum-exp ``top + log(1.0)``, that is ``top``)."""
+    if pos is None or log_proba.shape[1] != 2:
+        return [_log_odds(row, pos) for row in log_proba]
+    top = log_proba[:, 1 - pos]
+    out = log_proba[:, pos] - top
+    out[top == -math.inf] = math.inf
+    return out.tolist()
+
+
+def _log_odds(row: np.ndarray, pos: int | None) -> float:
+    """log p(pos) - log p(not pos) from a row of log-probabilities."""
+    if pos is None:
+        return -math.inf
+    rest = np.delete(row, pos)
+    if rest.size == 0:
+        return math.inf
+    top = rest.max()
+    if top == -math.inf:
+        return math.inf
+    return float(row[pos] - (top + math.log(np.exp(rest - top).sum())))

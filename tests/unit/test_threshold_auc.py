@@ -9,8 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from river import metrics
 
-from streambayes.evaluate.prequential import _log_odds, _log_odds_many
-from streambayes.evaluate.threshold_auc import BatchROCAUC
+from streambayes.evaluate.threshold_auc import BatchROCAUC, _log_odds, _log_odds_many
 
 GRID = [i / 9 for i in range(10)]  # River's thresholds for n_thresholds=10 (ends nudged by 1e-7)
 event = st.tuples(st.booleans(), st.one_of(st.floats(0, 1), st.sampled_from(GRID)),
