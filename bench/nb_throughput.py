@@ -1,10 +1,16 @@
-"""Prequential throughput of multinomial naive Bayes on SMS spam, side by side with the peers.
+"""Prequential throughput of multinomial naive Bayes on text, side by side with the peers.
 
-The SMS Spam Collection repeated ``--repeat`` times in one seeded shuffled order is streamed
-through each contestant prequentially (every event is predicted before it is learned):
+``--corpus sms`` (default): the SMS Spam Collection repeated ``--repeat`` times in one seeded
+shuffled order. ``--corpus enron`` / ``--corpus newsgroups``: long texts (see ``_corpora.py``):
+enron1-3 in file order as handed over, 20 Newsgroups posts with headers in one seeded shuffled
+order; there ``--batch-size`` defaults to replay's 256 and mini-batches grow 1, 2, 4, ... to it, as
+replay's do. The stream goes through each contestant prequentially (every event is predicted
+before it is learned):
 
   sb-event       streambayes MultinomialNB, predict_proba_one then learn_one per event
   sb-batch       streambayes MultinomialNB, per mini-batch: featurize, predict_proba_many, learn_many
+  sb-replay      ``replay()`` of the stream as a JSONL file, default model and batching: reading,
+                 decoding, validating, featurizing, predicting, scoring and learning (long corpora)
   river          River BagOfWords(our tokenizer) | MultinomialNB, predict_proba_one / learn_one
   river-default  the same with River's own tokenizer (and its accent stripping)
   sklearn        HashingVectorizer(norm=None, alternate_sign=False) + MultinomialNB.partial_fit
@@ -14,10 +20,12 @@ through each contestant prequentially (every event is predicted before it is lea
 Every (contestant, repeat) runs in a fresh worker process (``--worker NAME``): it loads the
 data, does its imports, then times only the predict+learn loop (featurization included) and
 records the peak resident-memory growth over that loop (see ``_common.PeakMemory``).
-Metrics are computed afterwards, in numpy, from the stored probabilities of ``spam``.
+Metrics are computed afterwards, in numpy, from each event's stored probability of its true
+class and whether the top class was right.
 
     /work/venv/bin/python bench/nb_throughput.py                 # full run, a few minutes
     /work/venv/bin/python bench/nb_throughput.py --limit 20000 --repeats 1 --only sb-batch,floor
+    /work/venv/bin/python bench/nb_throughput.py --corpus enron  # long mail: batch, replay, River, floor
 """
 
 from __future__ import annotations
@@ -33,18 +41,18 @@ from _common import (
     Rate,
     emit_worker_result,
     fmt,
-    load_sms_spam,
     package_version,
     print_table,
     run_worker,
 )
+from _corpora import CORPORA, growing, load_corpus, replay_file, score_rows
 
 N_FEATURES = 2**20
 POSITIVE = "spam"
-CLASSES = ["ham", "spam"]
 CONTESTANTS = {
     "sb-event": "streambayes MNB per-event",
     "sb-batch": "streambayes MNB mini-batch ({bs})",
+    "sb-replay": "streambayes replay, default model and batching",
     "river": "River BagOfWords|MNB per-event (our tokenizer)",
     "river-default": "River BagOfWords|MNB per-event (River tokenizer)",
     "sklearn": "sklearn HashingVectorizer+MNB.partial_fit ({bs})",
@@ -52,70 +60,92 @@ CONTESTANTS = {
     "featurize": "streambayes Featurizer.featurize alone ({bs})",
 }
 PREDICTS = {"sb-event", "sb-batch", "river", "river-default", "sklearn"}
+LONG_DEFAULT = ("sb-batch", "sb-replay", "river", "floor")  # the contestants of --corpus enron/newsgroups
 
 
 # -- the stream -----------------------------------------------------------------------------
 class Stream:
-    """The shuffled repeated stream; texts are distinct string objects, as if freshly decoded."""
+    """The repeated stream (shuffled but for enron, in file order); texts are distinct string
+    objects, as if freshly decoded."""
 
-    def __init__(self, repeat: int, seed: int, limit: int | None) -> None:
+    def __init__(self, repeat: int, seed: int, limit: int | None, corpus: str = "sms") -> None:
         import numpy as np
 
-        texts, labels = load_sms_spam()
-        order = np.random.default_rng(seed).permutation(np.tile(np.arange(len(texts)), repeat))
+        texts, labels, self.path = load_corpus(corpus)
+        self.corpus = corpus
+        order = np.tile(np.arange(len(texts)), repeat)
+        if corpus != "enron":
+            order = np.random.default_rng(seed).permutation(order)
+        self.as_handed_over = corpus == "enron" and repeat == 1 and limit is None
         if limit is not None:
             order = order[:limit]
         self.texts = [texts[i].encode("utf-8").decode("utf-8") for i in order.tolist()]
         self.labels = [labels[i] for i in order.tolist()]
-        self.is_positive = np.array([y == POSITIVE for y in self.labels])
+        self.classes = sorted(set(self.labels))
+        self.first = self.classes[0]  # scored as an untrained model's prediction (ham for SMS)
         self.n = len(self.texts)
 
     def dicts(self) -> list[dict]:
         return [{"text": t} for t in self.texts]
 
 
-def _spam_column(proba, classes: list):
-    """P(spam) per row of a (n, classes) array; 0.5 before any training, 0 if spam unseen."""
-    if not classes:
-        return 0.5
-    return proba[:, classes.index(POSITIVE)] if POSITIVE in classes else 0.0
-
-
 # -- contestants: each returns a zero-argument run closure; imports happen before timing ----
-def _per_event(model, inputs, ys, p) -> None:
+def _per_event(model, inputs, ys, p, right) -> None:
     """Prequential per event: predict_proba_one, then learn_one (River's protocol)."""
     predict, learn = model.predict_proba_one, model.learn_one
+    first = min(ys)  # what an untrained model predicts here (as in score_rows)
     for i, x in enumerate(inputs):
         proba = predict(x)
-        p[i] = proba.get(POSITIVE, 0.0) if proba else 0.5
+        p[i] = proba.get(ys[i], 0.0) if proba else 0.5
+        right[i] = max(proba, key=proba.get) == ys[i] if proba else ys[i] == first
         learn(x, ys[i])
 
 
-def _sb_event(s: Stream, p, bs: int) -> Callable[[], None]:
+def _sb_event(s: Stream, p, right, bs: int) -> Callable[[], None]:
     from streambayes.models.naive_bayes import MultinomialNB
 
     xs, ys = s.dicts(), s.labels
 
     def run() -> None:
-        _per_event(MultinomialNB(alpha=1.0), xs, ys, p)
+        _per_event(MultinomialNB(alpha=1.0), xs, ys, p, right)
     return run
 
 
-def _sb_batch(s: Stream, p, bs: int) -> Callable[[], None]:
+def _sb_batch(s: Stream, p, right, bs: int, grow: bool = False) -> Callable[[], None]:
     from streambayes.models.naive_bayes import MultinomialNB
 
     xs, ys = s.dicts(), s.labels
 
     def run() -> None:
         model = MultinomialNB(alpha=1.0)
-        for lo in range(0, len(xs), bs):
-            X = model.featurize(xs[lo:lo + bs])
-            p[lo:lo + bs] = _spam_column(model.predict_proba_many(X), model.classes)
-            model.learn_many(X, ys[lo:lo + bs])
+        for lo, hi in growing(len(xs), bs, grow):
+            X = model.featurize(xs[lo:hi])
+            score_rows(model.predict_proba_many(X), model.classes, ys[lo:hi], p, right, lo, s.first)
+            model.learn_many(X, ys[lo:hi])
     return run
 
 
-def _river(s: Stream, p, river_tokenizer: bool) -> Callable[[], None]:
+def _sb_replay(s: Stream, p, right, bs: int) -> Callable[[], dict]:
+    """``replay()`` as ``streambayes replay FILE`` runs it (the file written before timing)."""
+    from streambayes.runtime.loops.replay import build_models, replay
+    from streambayes.runtime.records.decode import Decoder
+    from streambayes.runtime.records.sinks import MemorySink
+    from streambayes.runtime.records.sources import FileSource
+
+    path = s.path if s.as_handed_over else replay_file(s.texts, s.labels)
+
+    def run() -> dict:
+        with FileSource(path) as source:
+            result = replay(source, Decoder(source.format, header=source.header), build_models(["nb"]),
+                            MemorySink(), topic=str(path), batch_size=bs)
+        if path != s.path:
+            path.unlink()
+        m = result.run.summary()["nb"]
+        return {"accuracy": m["accuracy"], "log_loss": m["log_loss"], "events": m["events"]}
+    return run
+
+
+def _river(s: Stream, p, right, river_tokenizer: bool) -> Callable[[], None]:
     from river import feature_extraction, naive_bayes
 
     from streambayes.features import Tokenizer
@@ -127,11 +157,11 @@ def _river(s: Stream, p, river_tokenizer: bool) -> Callable[[], None]:
 
     def run() -> None:
         model = feature_extraction.BagOfWords(**bow_args) | naive_bayes.MultinomialNB(alpha=1)
-        _per_event(model, texts, ys, p)
+        _per_event(model, texts, ys, p, right)
     return run
 
 
-def _sklearn(s: Stream, p, bs: int) -> Callable[[], None]:
+def _sklearn(s: Stream, p, right, bs: int) -> Callable[[], None]:
     from sklearn.feature_extraction.text import HashingVectorizer
     from sklearn.naive_bayes import MultinomialNB
 
@@ -143,16 +173,17 @@ def _sklearn(s: Stream, p, bs: int) -> Callable[[], None]:
         vec = HashingVectorizer(n_features=N_FEATURES, norm=None, alternate_sign=False,
                                 tokenizer=Tokenizer(), lowercase=False, token_pattern=None)
         model = MultinomialNB(alpha=1.0)
-        col = None
+        fitted = False
         for lo in range(0, len(texts), bs):
             X = vec.transform(texts[lo:lo + bs])
-            p[lo:lo + bs] = 0.5 if col is None else model.predict_proba(X)[:, col]
-            model.partial_fit(X, ys[lo:lo + bs], classes=CLASSES)
-            col = list(model.classes_).index(POSITIVE)
+            proba, classes = (model.predict_proba(X), list(model.classes_)) if fitted else (None, [])
+            score_rows(proba, classes, ys[lo:lo + bs], p, right, lo, s.first)
+            model.partial_fit(X, ys[lo:lo + bs], classes=s.classes)
+            fitted = True
     return run
 
 
-def _floor(s: Stream, p, bs: int) -> Callable[[], int]:
+def _floor(s: Stream, p, right, bs: int) -> Callable[[], int]:
     import mmh3
 
     from streambayes.features import Tokenizer
@@ -169,7 +200,7 @@ def _floor(s: Stream, p, bs: int) -> Callable[[], int]:
     return run
 
 
-def _featurize(s: Stream, p, bs: int) -> Callable[[], None]:
+def _featurize(s: Stream, p, right, bs: int) -> Callable[[], None]:
     from streambayes.features import Featurizer
 
     xs = s.dicts()
@@ -182,10 +213,11 @@ def _featurize(s: Stream, p, bs: int) -> Callable[[], None]:
 
 
 SETUP = {
-    "sb-event": _sb_event, "sb-batch": _sb_batch, "sklearn": _sklearn, "floor": _floor,
-    "featurize": _featurize,
-    "river": lambda s, p, bs: _river(s, p, river_tokenizer=False),
-    "river-default": lambda s, p, bs: _river(s, p, river_tokenizer=True),
+    "sb-event": _sb_event, "sklearn": _sklearn, "floor": _floor, "featurize": _featurize,
+    "sb-batch": lambda s, p, right, bs: _sb_batch(s, p, right, bs, grow=s.corpus != "sms"),
+    "sb-replay": _sb_replay,
+    "river": lambda s, p, right, bs: _river(s, p, right, river_tokenizer=False),
+    "river-default": lambda s, p, right, bs: _river(s, p, right, river_tokenizer=True),
 }
 
 
@@ -207,9 +239,9 @@ def worker(name: str, args: argparse.Namespace) -> None:
 
     import numpy as np
 
-    stream = Stream(args.repeat, args.seed, args.limit)
-    p = np.full(stream.n, np.nan)
-    run = SETUP[name](stream, p, args.batch_size)
+    stream = Stream(args.repeat, args.seed, args.limit, args.corpus)
+    p, right = np.full(stream.n, np.nan), np.zeros(stream.n, bool)
+    run = SETUP[name](stream, p, right, args.batch_size)
     with PeakMemory() as mem:
         t0 = time.perf_counter()
         extra = run()
@@ -217,22 +249,25 @@ def worker(name: str, args: argparse.Namespace) -> None:
     result = {"name": name, "events": stream.n, "seconds": seconds, "peak_mib": mem.peak_mib,
               "memory_method": mem.method, "tokens": extra, "accuracy": None, "log_loss": None,
               "accuracy_after_first_batch": None, "source": source_digest()}
-    if name in PREDICTS:
+    if isinstance(extra, dict):  # sb-replay: replay's own figures
+        if extra["events"] != stream.n:
+            raise RuntimeError(f"{name}: {extra['events']} events scored of {stream.n}")
+        result |= {"tokens": None, "accuracy": extra["accuracy"], "log_loss": extra["log_loss"]}
+    elif name in PREDICTS:
         if np.isnan(p).any():
             raise RuntimeError(f"{name}: {int(np.isnan(p).sum())} events got no prediction")
-        y = stream.is_positive
-        clipped = np.clip(p, 1e-15, 1 - 1e-15)
-        result["accuracy"] = float(np.mean((p > 0.5) == y))  # argmax of (1-p, p); a tie is "ham"
-        result["log_loss"] = float(-np.mean(np.where(y, np.log(clipped), np.log1p(-clipped))))
+        result["accuracy"] = float(np.mean(right))
+        result["log_loss"] = float(-np.mean(np.log(np.clip(p, 1e-15, 1.0))))
         warm = slice(args.batch_size, None)  # skip the cold start a mini-batch learner pays for
-        result["accuracy_after_first_batch"] = float(np.mean((p[warm] > 0.5) == y[warm]))
+        result["accuracy_after_first_batch"] = float(np.mean(right[warm]))
     emit_worker_result(result)
 
 
 # -- driver ---------------------------------------------------------------------------------
 def collect(names: list[str], args: argparse.Namespace) -> dict[str, dict]:
     """Run every contestant ``--repeats`` times, round-robin, each run in a fresh process."""
-    common = ["--repeat", str(args.repeat), "--seed", str(args.seed), "--batch-size", str(args.batch_size)]
+    common = ["--repeat", str(args.repeat), "--seed", str(args.seed), "--batch-size", str(args.batch_size),
+              "--corpus", args.corpus]
     if args.limit is not None:
         common += ["--limit", str(args.limit)]
     runs: dict[str, list[dict]] = {name: [] for name in names}
@@ -279,6 +314,7 @@ def targets(res: dict) -> list[dict]:
         return a - b if a is not None and b is not None else None
 
     rows = [("mini-batch events/s >= 10x River per-event", _ratio(res, "sb-batch", "river"), 10.0, "x"),
+            ("replay events/s >= 10x River per-event", _ratio(res, "sb-replay", "river"), 10.0, "x"),
             ("mini-batch events/s >= 0.5x bare tokenize+hash floor", _ratio(res, "sb-batch", "floor"), 0.5,
              "x"),
             ("per-event events/s >= 5x River per-event", _ratio(res, "sb-event", "river"), 5.0, "x"),
@@ -295,8 +331,10 @@ def targets(res: dict) -> list[dict]:
 def report(res: dict, args: argparse.Namespace) -> list[dict]:
     n = next((r["events"] for r in res.values() if "events" in r), 0)
     versions = ", ".join(f"{p} {package_version(p)}" for p in ("numpy", "river", "scikit-learn", "mmh3"))
-    print(f"\nSMS Spam Collection x{args.repeat}, seed {args.seed}: {n:,} events, prequential; "
-          f"batch size {args.batch_size}; median of {args.repeats} run(s), each in a fresh process")
+    order = "file order" if args.corpus == "enron" else f"seed {args.seed}"
+    grow = "" if args.corpus == "sms" else " (growing 1, 2, 4, ... as replay's)"
+    print(f"\n{args.corpus} x{args.repeat}, {order}: {n:,} events, prequential; batch size "
+          f"{args.batch_size}{grow}; median of {args.repeats} run(s), each in a fresh process")
     print(f"Python {sys.version.split()[0]}; {versions}")
     rows = []
     for name, r in res.items():
@@ -337,16 +375,22 @@ def report(res: dict, args: argparse.Namespace) -> list[dict]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeat", type=int, default=20, help="times the data set is repeated (default 20)")
+    ap.add_argument("--corpus", choices=CORPORA, default="sms", help="the texts (default sms)")
+    ap.add_argument("--repeat", type=int, default=None,
+                    help="times the data set is repeated (default 20 for sms, else 1)")
     ap.add_argument("--seed", type=int, default=0, help="shuffle seed (default 0)")
     ap.add_argument("--limit", type=int, default=None, help="stop after this many events")
-    ap.add_argument("--batch-size", type=int, default=1000, help="mini-batch size (default 1000)")
+    ap.add_argument("--batch-size", type=int, default=None,
+                    help="mini-batch size (default 1000 for sms, else replay's 256)")
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per contestant (default 3)")
     ap.add_argument("--only", default=None, help=f"comma-separated subset of: {', '.join(CONTESTANTS)}")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     ap.add_argument("--plain", action="store_true", help="plain-text table even if rich is installed")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    long = args.corpus != "sms"
+    args.repeat = args.repeat if args.repeat is not None else (1 if long else 20)
+    args.batch_size = args.batch_size if args.batch_size is not None else (256 if long else 1000)
     if min(args.repeat, args.batch_size, args.repeats, 1 if args.limit is None else args.limit) < 1:
         ap.error("--repeat, --batch-size, --repeats and --limit must be >= 1")
     return args
@@ -357,7 +401,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker is not None:
         worker(args.worker, args)
         return 0
-    names = list(CONTESTANTS) if args.only is None else [n.strip() for n in args.only.split(",") if n.strip()]
+    every = [n for n in CONTESTANTS if n != "sb-replay"] if args.corpus == "sms" else list(LONG_DEFAULT)
+    names = every if args.only is None else [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = [n for n in names if n not in CONTESTANTS]
     if unknown:
         print(f"unknown contestant(s) {unknown}; choose from {', '.join(CONTESTANTS)}", file=sys.stderr)

@@ -66,6 +66,27 @@ def squash(log_proba: np.ndarray, alpha: float) -> np.ndarray:
     return out[0] if flat else out
 
 
+def _grid_lse(alphas: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``logsumexp(α_g · rows[t])`` for every event ``t`` and grid ``α_g``, shape (n, grid).
+
+    With fewer than 8 classes, one contiguous (n, grid) array per class: the same float
+    operations as the (n, grid, classes) tensor (whose sums over fewer than 8 classes add left to
+    right), without its slow reductions over a short last axis; a test checks them bit for bit."""
+    k = rows.shape[1]
+    if k >= 8:
+        z = alphas[None, :, None] * rows[:, None, :]  # (n, grid, classes); alpha > 0 keeps -inf
+        top = z.max(axis=2, keepdims=True)
+        return (top + np.log(np.exp(z - top).sum(axis=2, keepdims=True)))[:, :, 0]
+    z = [alphas[None, :] * rows[:, c, None] for c in range(k)]
+    top = z[0].copy()
+    for zc in z[1:]:
+        np.maximum(top, zc, out=top)
+    total = np.exp(z[0] - top)
+    for zc in z[1:]:
+        total += np.exp(zc - top)
+    return top + np.log(total)
+
+
 def _rows_and_truths(log_proba: np.ndarray, true_index, weight) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rows = np.atleast_2d(np.asarray(log_proba, dtype=np.float64))
     idx = np.atleast_1d(np.asarray(true_index))
@@ -162,10 +183,7 @@ class OnlineCalibrator:
         if not np.isfinite(truth).all():
             raise ModelError("calibration update: the true class has probability 0 (log-probability "
                              "-inf); no exponent can repair a zero, leave such events out")
-        z = self._alphas[None, :, None] * rows[:, None, :]  # (n, grid, classes); alpha > 0 keeps -inf
-        top = z.max(axis=2, keepdims=True)
-        lse = (top + np.log(np.exp(z - top).sum(axis=2, keepdims=True)))[:, :, 0]
-        losses = lse - self._alphas[None, :] * truth[:, None]  # step 1: ℓ_t(α_g), shape (n, grid)
+        losses = _grid_lse(self._alphas, rows) - self._alphas[None, :] * truth[:, None]  # step 1: ℓ_t(α_g)
         if self.half_life is None:
             self._loss += w @ losses
             self.weight += float(w.sum())

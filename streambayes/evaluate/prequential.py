@@ -58,6 +58,7 @@ import numpy as np
 from river import metrics
 
 from streambayes.errors import FeatureError, LimitError, ModelError
+from streambayes.evaluate.threshold_auc import BatchROCAUC, _log_odds_many, auc_score
 
 AUC_THRESHOLDS = 50
 KEY = "__streambayes_key__"  # an event's key inside its x dict, for per-key evaluation
@@ -110,15 +111,6 @@ class Curve:
                 del values[1:-1:2]
 
 
-def auc_score(log_odds: float) -> float:
-    """Monotone squash of log-odds into [0, 1] for River's threshold grid.
-
-    >>> auc_score(0.0), round(auc_score(800.0), 3), auc_score(-math.inf)
-    (0.5, 0.997, 0.0)
-    """
-    return 0.5 + math.atan(log_odds / 8.0) / math.pi
-
-
 class ModelScore:
     """Metrics, counts and time of one model; with a loss matrix, also decisions and their cost.
 
@@ -146,7 +138,7 @@ class ModelScore:
         self.accuracy = metrics.Accuracy()
         self.log_loss = metrics.CrossEntropy()
         self.macro_f1 = metrics.MacroF1()
-        self.roc_auc = metrics.ROCAUC(n_thresholds=AUC_THRESHOLDS)
+        self.roc_auc = BatchROCAUC(n_thresholds=AUC_THRESHOLDS)  # River's ROCAUC, per batch
         self.events = 0
         self.cold = 0
         self.seconds = 0.0
@@ -168,7 +160,9 @@ class ModelScore:
             self.macro_f1.update(y, y_pred, w)
             # a label the model has never learned gets probability 0 (River then clamps to 1e-15)
             self.log_loss.update(y, {y: 0.0} | dict(zip(classes, proba[i].tolist(), strict=True)), w)
-            self.roc_auc.update(y == auc_label, auc_score(_log_odds(log_proba[i], pos)), w)
+        self.roc_auc.update_many(np.array([y == auc_label for y in ys], dtype=bool),
+                                 np.array([auc_score(v) for v in _log_odds_many(log_proba, pos)]),
+                                 np.asarray(ws, dtype=np.float64))
         if keys is not None:
             self.keys.extend(keys)
         self._calibrate(classes, log_proba, ys, ws)
@@ -235,19 +229,6 @@ class ModelScore:
             "seconds": self.seconds,
             "events_per_s": self.events / self.seconds if self.seconds > 0 else None,
         }
-
-
-def _log_odds(row: np.ndarray, pos: int | None) -> float:
-    """log p(pos) - log p(not pos) from a row of log-probabilities."""
-    if pos is None:
-        return -math.inf
-    rest = np.delete(row, pos)
-    if rest.size == 0:
-        return math.inf
-    top = rest.max()
-    if top == -math.inf:
-        return math.inf
-    return float(row[pos] - (top + math.log(np.exp(rest - top).sum())))
 
 
 class Prequential:

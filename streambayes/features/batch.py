@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from streambayes.errors import FeatureError
+from streambayes.features.ascii_words import text_ids
 from streambayes.features.hashing import FeatureHasher
 from streambayes.features.text import Tokenizer
 
@@ -61,6 +62,16 @@ class Batch:
     numeric: dict[str, np.ndarray]  # float64, NaN = missing
     words: list[list[str]] | None = None  # token strings per row, kept for clues
     flat_words: list[str] | None = None  # every token string, in ``tokens`` order (for clues)
+    word_source: _WordSource | None = None  # the texts, to make the token strings on demand
+
+    def token_strings(self) -> list[str] | None:
+        """Every token string in ``tokens`` order: kept, else made again from the batch's texts
+        by the tokenizer (the hashed fast path keeps none; clues need only a few)."""
+        if self.flat_words is None and self.word_source is not None:
+            self.flat_words = self.word_source.words()
+        if self.flat_words is None and self.words is not None:
+            self.flat_words = [w for row in self.words for w in row]
+        return self.flat_words
 
     def slice(self, start: int, stop: int) -> Batch:
         """Rows ``start … stop-1`` as a batch of their own."""
@@ -70,7 +81,22 @@ class Batch:
         return Batch(stop - start, tokens, {k: c[start:stop] for k, c in self.categorical.items()},
                      {k: c[start:stop] for k, c in self.numeric.items()},
                      None if self.words is None else self.words[start:stop],
-                     None if self.flat_words is None else self.flat_words[lo:hi])
+                     None if self.flat_words is None else self.flat_words[lo:hi],
+                     None if self.word_source is None else self.word_source.rows(start, stop))
+
+
+class _WordSource:
+    """The texts of a batch (row of each), tokenized again only when token strings are asked for."""
+
+    def __init__(self, texts: list[str], rows: list[int], tokenizer) -> None:
+        self.texts, self.text_rows, self.tokenizer = texts, rows, tokenizer
+
+    def words(self) -> list[str]:
+        return [w for text in self.texts for w in self.tokenizer(text)]
+
+    def rows(self, start: int, stop: int) -> _WordSource:
+        kept = [(t, r - start) for t, r in zip(self.texts, self.text_rows, strict=True) if start <= r < stop]
+        return _WordSource([t for t, _ in kept], [r for _, r in kept], self.tokenizer)
 
 
 class Featurizer:
@@ -98,20 +124,21 @@ class Featurizer:
 
     def featurize(self, xs: Sequence[Mapping], keep_words: bool = False) -> Batch:
         n = len(xs)
-        indptr = np.zeros(n + 1, np.int64)
-        flat: list[str] = []  # every token of the batch, hashed in one pass at the end
+        texts: list[str] = []  # every text of the batch, tokenized and hashed together at the end
+        text_rows: list[int] = []
         cat: dict[str, list] = {}
         num: dict[str, np.ndarray] = {}
         for i, x in enumerate(xs):
             if isinstance(x, str):  # a plain string: the event's text
-                flat += self.tokenizer(x)
-                indptr[i + 1] = len(flat)
+                texts.append(x)
+                text_rows.append(i)
                 continue
             for key, value in x.items():
                 if value is None:
                     continue
                 if key in self.text_fields and isinstance(value, str):
-                    flat += self.tokenizer(value)
+                    texts.append(value)
+                    text_rows.append(i)
                 elif isinstance(value, (str, bool, np.bool_)):
                     col = cat.get(key)
                     if col is None:
@@ -122,12 +149,30 @@ class Featurizer:
                     if col is None:
                         col = num[key] = np.full(n, np.nan)
                     col[i] = _number(key, value)
-            indptr[i + 1] = len(flat)
-        buckets = self.hasher.buckets(flat)
-        tokens = SparseRows(indptr, np.fromiter(buckets, np.int64, len(buckets)), np.ones(len(buckets)))
+        indptr, buckets, words = self._text(texts, text_rows, n, keep_words)
+        tokens = SparseRows(indptr, buckets, np.ones(len(buckets)))
         categorical = {k: np.array(v, dtype=object) for k, v in cat.items()}
-        words = [flat[indptr[i]:indptr[i + 1]] for i in range(n)] if keep_words else None
-        return Batch(n, tokens, categorical, num, words, flat)
+        flat = None if words is None else [w for row in words for w in row]
+        return Batch(n, tokens, categorical, num, words, flat,
+                     None if keep_words else _WordSource(texts, text_rows, self.tokenizer))
+
+    def _text(self, texts: list[str], rows: list[int], n: int, keep_words: bool,
+              ) -> tuple[np.ndarray, np.ndarray, list[list[str]] | None]:
+        """(indptr over the n rows, bucket of every word, the words per row if kept)."""
+        if keep_words:
+            per_row: list[list[str]] = [[] for _ in range(n)]
+            for i, text in zip(rows, texts, strict=True):
+                per_row[i] += self.tokenizer(text)
+            flat = [w for row in per_row for w in row]
+            indptr = np.zeros(n + 1, np.int64)
+            np.cumsum([len(row) for row in per_row], out=indptr[1:])
+            return indptr, self.hasher.bucket_array(flat), per_row
+        text_indptr, buckets = text_ids(texts, self.tokenizer, self.hasher)
+        indptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(np.array(rows, np.int64), np.diff(text_indptr), minlength=n).astype(np.int64),
+                  out=indptr[1:])
+        return indptr, buckets, None
+
 
 def _number(key: str, value: object) -> float:
     if not isinstance(value, numbers.Real):

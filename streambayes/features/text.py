@@ -65,6 +65,12 @@ class Tokenizer:
         self.ngram_range = None if ngram_range is None else [lo, hi]
         self._lo, self._hi = lo, hi
 
+    @property
+    def plain_words(self) -> bool:
+        """The words are the ``\\w+`` matches (lower-cased or not) of at least
+        ``min_token_length`` characters, nothing dropped or joined: what a batch can find in numpy."""
+        return self._pattern is None and not self._stop and self._hi == 1
+
     def __call__(self, text: str) -> list[str]:
         if self.lowercase:
             text = text.lower()

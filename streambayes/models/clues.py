@@ -212,9 +212,7 @@ def _tokens(comp: TokenTable, batch: Batch, scale: float):
 
 def _entry_names(batch: Batch, entries, at: np.ndarray) -> list[str]:
     """Readable names of the entries at positions ``at`` of ``comp.entries(batch)``."""
-    words = batch.flat_words
-    if words is None:
-        words = [w for row in batch.words or [] for w in row]
+    words = batch.token_strings() or []
     if entries is batch.tokens:  # no fields folded in: the entries are the tokens
         return list(map("tok:".__add__, map(words.__getitem__, at.tolist())))  # (C loops)
     indptr = batch.tokens.indptr

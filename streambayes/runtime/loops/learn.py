@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from streambayes.config import Settings
 from streambayes.errors import BrokerError, FeatureError, LimitError, UsageError
 from streambayes.models.usage import first_batch_note
+from streambayes.runtime.heap import freeze_long_lived
 from streambayes.runtime.records.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.records.events import DeadLetter
 from streambayes.runtime.records.limits import RecordLimits
@@ -241,6 +242,7 @@ class LearnLoop:
     def _run(self) -> LearnStats:
         if self.model is None:
             self.restore()
+        freeze_long_lived()  # the collector walks only what the stream allocates (runtime/heap.py)
         start = self.clock()
         last = self.clock()
         since = 0  # records read since the last checkpoint

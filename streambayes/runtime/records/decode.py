@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import functools
 import io
 import re
 from collections.abc import Sequence
@@ -261,10 +262,16 @@ def _default_id(record: Record) -> str:
     and offset (a Kafka record has no line)."""
     if record.line is None:
         return f"{record.topic}-{record.partition}-{record.offset}"
-    name = PurePath(record.topic)
+    return f"{_file_stem(record.topic)}-{record.offset}"
+
+
+@functools.lru_cache(maxsize=64)
+def _file_stem(path: str) -> str:
+    """The file's name without its data and compression suffixes (once per file, not per line)."""
+    name = PurePath(path)
     while name.suffix.lower() in _FILE_SUFFIXES:
         name = name.with_suffix("")
-    return f"{name.name}-{record.offset}"
+    return name.name
 
 
 def _with_id(event: Event, record: Record) -> Event:
