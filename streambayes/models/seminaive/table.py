@@ -30,12 +30,13 @@ class AttributeTable:
 
     def __init__(self, alpha: float = 1.0, bins: int = 5, warmup: int = 100, max_values: int = 1000,
                  schema: list | None = None, edges: dict | None = None,
-                 max_bytes: int = 512 * 2**20) -> None:
+                 max_bytes: int = 512 * 2**20, missing: str = "skip") -> None:
         if warmup < 1 or bins < 2:
             raise ModelError(f"need warmup >= 1 and bins >= 2, got warmup={warmup}, bins={bins}")
         self.alpha, self.bins, self.warmup = alpha, bins, warmup
         self.max_values, self.schema, self.edges, self.max_bytes = max_values, schema, edges, max_bytes
-        self.attrs = Attributes(schema, max_values, edges)
+        self.missing = missing
+        self.attrs = Attributes(schema, max_values, edges, missing)
         self.pairs = PairCounts(max_bytes)
         self.class_counts = np.zeros(0)
         self.buffers: dict[int, list] = {}  # numeric attribute without edges → [class, w, raw]
@@ -44,7 +45,7 @@ class AttributeTable:
     def params(self) -> dict:
         return {"alpha": self.alpha, "bins": self.bins, "warmup": self.warmup,
                 "max_values": self.max_values, "schema": self.schema, "edges": self.edges,
-                "max_bytes": self.max_bytes}
+                "max_bytes": self.max_bytes, "missing": self.missing}
 
     # -- learning ---------------------------------------------------------------------------
     def check(self, batch: Batch, n_classes: int | None = None) -> None:
@@ -192,6 +193,8 @@ class AttributeTable:
                 code = g
             elif g >= 0:
                 others.append(g)
+        others += [g for g in self.attrs.missing_codes({field for field, _ in raw})
+                   if self.attrs.attr_of[g] not in skip]
         if code >= 0:
             self.add_replayed(c, code, np.array(others, np.int64), w)
 

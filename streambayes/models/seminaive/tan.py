@@ -28,33 +28,40 @@ import numpy as np
 
 from streambayes.errors import ModelError
 from streambayes.features import Batch
-from streambayes.models.seminaive.information import sparse_information
+from streambayes.models.seminaive.information import bayes_gain, sparse_information
 from streambayes.models.seminaive.ode import Derived, ODETable
 from streambayes.models.seminaive.structure import information, rounded, tan_parents
+
+EDGE_WEIGHTS = ("cmi", "bayes")
 
 
 class DependenceTable(ODETable):
     """Pair table + a derived structure; ``choose_parents`` is the subclass's algorithm."""
 
     def __init__(self, alpha: float = 1.0, m: float | None = None, refit_every: int = 1,
-                 **table_args) -> None:
+                 edge_weight: str = "cmi", **table_args) -> None:
         super().__init__(alpha, m, **table_args)
         if int(refit_every) != refit_every or refit_every < 1:
             raise ModelError(f"refit_every must be an integer >= 1, got {refit_every!r}")
+        if edge_weight not in EDGE_WEIGHTS:
+            raise ModelError(f"edge_weight must be one of {EDGE_WEIGHTS}, got {edge_weight!r}")
+        self.edge_weight = edge_weight
         self.refit_every = int(refit_every)
         self.since_refit = 0  # events learned since the last refit (refit_every > 1)
         self.fitted: list | None = None  # the structure at the last refit (refit_every > 1)
-        self._live: tuple | None = None  # (version, structure) when refit_every = 1
+        self._live: tuple | None = None  # ((version, scale), structure) when refit_every = 1
+        self._scale = 1.0  # stored → true counts at the last prediction (decay)
 
     def params(self) -> dict:
-        return {**super().params(), "refit_every": self.refit_every}
+        return {**super().params(), "refit_every": self.refit_every, "edge_weight": self.edge_weight}
 
     # -- structure --------------------------------------------------------------------------
     def choose_parents(self, mi: np.ndarray, cmi: np.ndarray, names: list) -> list[list[int]]:
         raise NotImplementedError
 
-    def fit(self) -> list:
-        """``[[attribute, [parents]], …]`` in name order, from the current counts."""
+    def fit(self, scale: float = 1.0) -> list:
+        """``[[attribute, [parents]], …]`` in name order, from the current counts (``scale``:
+        stored → true counts under decay; the Bayesian edge weights depend on it)."""
         attrs, order = self.attrs.canonical_order()
         if not attrs:
             return []
@@ -66,24 +73,31 @@ class DependenceTable(ODETable):
         else:  # the same estimates from the sparse counts, then in name order
             mi, cmi = sparse_information(self.pairs, np.array(self.attrs.attr_of, np.int64), len(attrs))
             mi, cmi = rounded(mi[attrs], cmi[np.ix_(attrs, attrs)])
+        if self.edge_weight == "bayes":  # the Bayesian score's gain, made symmetric by the larger way
+            gain = bayes_gain(self.pairs, np.array(self.attrs.attr_of, np.int64), len(self.attrs.names),
+                              self.attrs.n_values(), self.alpha if self.m is None else 0.5, scale)
+            gain = gain[np.ix_(attrs, attrs)]
+            cmi = rounded(mi, np.maximum(gain, gain.T))[1]
         names = [self.attrs.names.values[a] for a in attrs]
         parents = self.choose_parents(mi, cmi, names)
         return [[names[i], [names[p] for p in ps]] for i, ps in enumerate(parents)]
 
-    def structure(self) -> list:
-        """The structure in use: current (``refit_every = 1``) or that of the last refit."""
+    def structure(self, scale: float | None = None) -> list:
+        """The structure in use: current (``refit_every = 1``) or that of the last refit.
+        ``scale`` defaults to that of the last prediction (1 before any)."""
         if self.refit_every > 1:
             return self.fitted or []
-        if self._live is None or self._live[0] != self.version:
-            self._live = (self.version, self.fit())
+        key = (self.version, self._scale if scale is None else scale)
+        if self._live is None or self._live[0] != key:
+            self._live = (key, self.fit(key[1]))
         return self._live[1]
 
-    def _parents(self) -> dict[int, list[int]]:
+    def _parents(self, scale: float | None = None) -> dict[int, list[int]]:
         index = self.attrs.names
-        return {index.get(child): [index.get(p) for p in ps] for child, ps in self.structure()}
+        return {index.get(child): [index.get(p) for p in ps] for child, ps in self.structure(scale)}
 
-    def _refit(self) -> None:
-        self.fitted, self.since_refit = self.fit(), 0
+    def _refit(self) -> None:  # under decay: the scale of the last prediction
+        self.fitted, self.since_refit = self.fit(self._scale), 0
 
     def learn(self, batch: Batch, rows: np.ndarray, w: np.ndarray, raw: np.ndarray | None = None) -> None:
         super().learn(batch, rows, w, raw)
@@ -101,7 +115,8 @@ class DependenceTable(ODETable):
         present = codes >= 0
         g = np.where(present, codes, 0)
         out = np.zeros((k, *codes.shape))
-        parents = self._parents()
+        self._scale = scale
+        parents = self._parents(scale)
         for i in np.flatnonzero(present.any(axis=0)):
             term = self._conditional(est, g, present, int(i), parents.get(int(i), []), scale)
             out[:, :, i] = np.where(present[:, i], term, 0.0)
@@ -186,6 +201,6 @@ class TANTable(DependenceTable):
         root = names.index(self.root) if self.root != "mi" and self.root in names else None
         return tan_parents(mi, cmi, root)
 
-    def tree(self) -> list[tuple]:
+    def tree(self, scale: float | None = None) -> list[tuple]:
         """Directed edges (parent, child) of the structure in use, in child name order."""
-        return [(ps[0], child) for child, ps in self.structure() if ps]
+        return [(ps[0], child) for child, ps in self.structure(scale) if ps]
