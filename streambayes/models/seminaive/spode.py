@@ -64,8 +64,11 @@ class SPODETable(ODETable):
         terms, present = est.parent_terms(codes)
         return np.where(present[None, :, parent], terms[:, :, parent], nb)
 
-    def log_likelihood(self, batch: Batch, scale: float) -> np.ndarray:
-        codes = self.attrs.encode(batch, learn=False)
+    @property
+    def per_event(self) -> bool:
+        return self.parent is not None or self.select != "prequential"
+
+    def codes_log_likelihood(self, codes: np.ndarray, scale: float) -> np.ndarray:
         name = self.super_parent()
         parent = self.attrs.names.get(name) if name is not None else -1
         return self._scores(codes, scale, parent).T

@@ -139,8 +139,11 @@ class DependenceTable(ODETable):
     def triple_term(self, est: Derived, g: np.ndarray, i: int, p1: int, p2: int, scale: float) -> np.ndarray:
         raise NotImplementedError  # only kDB with k = 2 has two parents
 
-    def log_likelihood(self, batch: Batch, scale: float) -> np.ndarray:
-        codes = self.attrs.encode(batch, learn=False)
+    @property
+    def per_event(self) -> bool:
+        return self.refit_every == 1  # a refit every N events is counted in learn()
+
+    def codes_log_likelihood(self, codes: np.ndarray, scale: float) -> np.ndarray:
         prior, terms = self.terms(codes, scale)
         return (prior[:, None] + terms.sum(axis=2)).T
 
