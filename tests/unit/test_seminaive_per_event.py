@@ -28,6 +28,7 @@ def _stream(n: int, seed: int) -> tuple[list[dict], list[str]]:
 
 
 @pytest.mark.parametrize("name,params", [("aode", {}), ("spode", {}), ("tan", {}), ("kdb", {}),
+                                         ("tan", {"refit_every": 50}), ("spode", {"parent": "a"}),
                                          ("kdb", {"k": 2})])
 def test_per_event_equals_mini_batches(name, params):
     xs, ys = _stream(600, seed=1)

@@ -48,7 +48,7 @@ class KDBTable(DependenceTable):
 
     @property
     def per_event(self) -> bool:
-        return self.k == 1 and self.refit_every == 1  # tuples are counted in learn()
+        return self.k == 1  # the tuples of k >= 2 are counted in learn()
 
     @property
     def triples(self) -> TripleCounts | None:

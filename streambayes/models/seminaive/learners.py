@@ -48,32 +48,35 @@ class _SemiNaive(NaiveBayesBase):
                          max_values=max_values)
 
     # -- per event, without the mini-batch machinery (River style) ----------------------------
-    def _event_codes(self, x: Mapping) -> list | None:
+    def _event_codes(self, x: Mapping, learn: bool = False) -> list | None:
         """The codes of an event (by attribute, -1 missing or unseen) when it can take the per-event
-        path: no decay, every field a known attribute holding a string or None (missing=skip).
-        None otherwise (the caller takes the mini-batch path, which handles everything)."""
+        path: no decay, every field a known attribute holding a string or None (missing=skip),
+        and (``learn``) every value seen before. None otherwise (the caller takes the mini-batch
+        path, which handles everything)."""
         table = self._components[0]
         attrs = table.attrs
         if self.decay is not None or attrs.missing != "skip" or table.buffers:
             return None
         codes = [-1] * len(attrs.names)
+        name_of, values, gcodes = attrs.names.get, attrs.values, attrs.gcodes
         for field, value in x.items():
-            a = attrs.names.get(field)
+            a = name_of(field)
             if a < 0 or not (value is None or type(value) is str):
                 return None
             if value is not None:
-                local = attrs.values[a].get(value)
+                local = values[a].get(value)
                 if local >= 0:
-                    codes[a] = attrs.gcodes[a][local]
+                    codes[a] = gcodes[a][local]
+                elif learn:
+                    return None
         return codes
 
     def learn_one(self, x: Mapping, y, w: float = 1.0) -> None:
         """As ``learn_many([x], [y], [w])``; an event whose class and values are all known takes
         a per-event path (its pairs buffered until the counts are read)."""
-        codes = self._event_codes(x) if len(x) else None
+        codes = self._event_codes(x, learn=True) if len(x) else None
         c = self._classes.get(y) if codes is not None else -1
-        if (c < 0 or any(g < 0 for f, g in zip(self._components[0].attrs.names.values, codes, strict=True)
-                         if x.get(f) is not None) or type(w) not in (int, float) or not 0 < w < math.inf
+        if (c < 0 or type(w) not in (int, float) or not 0 < w < math.inf
                 or not self._components[0].learn_event(c, codes, float(w))):
             return super().learn_one(x, y, w)
         self._class_counts[c] += w
@@ -85,8 +88,13 @@ class _SemiNaive(NaiveBayesBase):
         k = len(self._classes)
         if codes is None or k < 2:
             return super().predict_proba_one(x)
-        jll = self._components[0].codes_log_likelihood(np.array([codes], np.int64), 1.0)
-        proba = np.exp(log_normalize(jll))[0]
+        table = self._components[0]
+        jll = table.event_log_likelihood(codes) if hasattr(table, "event_log_likelihood") else None
+        if jll is None:
+            proba = np.exp(log_normalize(table.codes_log_likelihood(np.array([codes], np.int64), 1.0)))[0]
+        else:  # finite (alpha > 0)
+            proba = np.exp(jll - jll.max())
+            proba /= proba.sum()
         return dict(zip(self._classes.values, proba.tolist(), strict=True))
 
     def _table_args(self) -> dict:

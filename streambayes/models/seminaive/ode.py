@@ -190,6 +190,25 @@ class AODETable(ODETable):
         step = max(1, self.max_bytes // (4 * 8 * k * d * d))
         return np.concatenate([self._chunk(codes[i:i + step], est) for i in range(0, len(codes), step)])
 
+    def event_log_likelihood(self, codes: list) -> np.ndarray | None:
+        """The jll (classes,) of one event (codes by attribute, -1 missing), scale 1, from the dense
+        estimates: the per-event path of :meth:`codes_log_likelihood` (the same sums in another
+        order). None where that path is needed (sparse estimates, alpha 0, m-estimate, no parent)."""
+        est = self.derived(1.0)
+        if not est.dense or est.m is not None or not est.alpha > 0:
+            return None
+        g = np.array([v for v in codes if v >= 0], np.int64)
+        eligible = est.value_total[g] >= self.min_count
+        if not eligible.any():
+            return None
+        a, al, k = est.attr_of[g], est.alpha, est.single.shape[0]
+        nv = est.n_values[a]
+        joint = np.log(est.single[:, g] + al) - np.log(est.attr_total[a] + al * k * nv)
+        child = np.log(est.t[:, g[:, None], g] + al) - np.log(est.known_with[:, g[:, None], a] + al * nv)
+        terms = (joint + child.sum(axis=2) - np.diagonal(child, axis1=1, axis2=2))[:, eligible]
+        top = terms.max(axis=1)
+        return top + np.log(np.exp(terms - top[:, None]).sum(axis=1))
+
     def _chunk(self, codes: np.ndarray, est: Derived) -> np.ndarray:
         terms, present = est.parent_terms(codes)
         g = np.where(present, codes, 0)

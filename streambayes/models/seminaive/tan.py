@@ -139,9 +139,12 @@ class DependenceTable(ODETable):
     def triple_term(self, est: Derived, g: np.ndarray, i: int, p1: int, p2: int, scale: float) -> np.ndarray:
         raise NotImplementedError  # only kDB with k = 2 has two parents
 
-    @property
-    def per_event(self) -> bool:
-        return self.refit_every == 1  # a refit every N events is counted in learn()
+    def after_event(self, c: int, codes: list, w: float) -> None:
+        super().after_event(c, codes, w)
+        if self.refit_every > 1:  # as learn() of a one-event batch
+            self.since_refit += 1
+            if self.since_refit >= self.refit_every:
+                self._refit()
 
     def codes_log_likelihood(self, codes: np.ndarray, scale: float) -> np.ndarray:
         prior, terms = self.terms(codes, scale)
