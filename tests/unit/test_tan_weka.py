@@ -105,3 +105,26 @@ def test_missing_as_a_value_needs_a_schema():
         TAN(missing="value").learn_many([{"a": "x"}], ["y"])
     with pytest.raises(FeatureError, match="missing"):
         TAN(missing="mode", schema=["a"]).learn_many([{"a": "x"}], ["y"])
+
+
+def test_averaged_tan_is_the_mean_over_the_roots():
+    rng = np.random.default_rng(5)
+    xs, ys = [], []
+    for _ in range(800):
+        a = str(rng.integers(3))
+        b = a if rng.random() < 0.8 else str(rng.integers(3))
+        c = b if rng.random() < 0.8 else str(rng.integers(3))
+        xs.append({"a": a, "b": b, "c": c, "d": str(rng.integers(2))})
+        ys.append(str((int(a) + int(c)) % 2 if rng.random() < 0.8 else rng.integers(2)))
+    avg = TAN(root="average")
+    avg.learn_many(xs, ys)
+    assert len(avg.tree()) >= 2  # a chain a - b - c: the roots give different directions
+    rooted = []
+    for name in "abcd":
+        m = TAN(root=name)
+        m.learn_many(xs, ys)
+        rooted.append(np.exp(m.joint_log_likelihood_many(xs[:40])))  # P(c, x) of each rooting
+    assert not np.allclose(rooted[0], rooted[2])
+    joint = np.mean(rooted, axis=0)  # averaged like AODE: the mean joint, normalised
+    np.testing.assert_allclose(avg.predict_proba_many(xs[:40]), joint / joint.sum(axis=1, keepdims=True),
+                               rtol=1e-10)

@@ -107,8 +107,10 @@ class DependenceTable(ODETable):
                 self._refit()
 
     # -- estimates ----------------------------------------------------------------------------
-    def terms(self, codes: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndarray]:
-        """log P̂(c) (k,) and log P̂(x_i | c, x_pa(i)) (k, n, d), 0 where ``x_i`` is missing."""
+    def terms(self, codes: np.ndarray, scale: float,
+              parents: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """log P̂(c) (k,) and log P̂(x_i | c, x_pa(i)) (k, n, d), 0 where ``x_i`` is missing;
+        ``parents`` ({attribute: [parents]}) instead of the structure in use."""
         est = self.derived(scale)
         k = len(est.class_total)
         prior = est.smoothed(est.class_total, est.class_total.sum(), float(k))
@@ -116,7 +118,7 @@ class DependenceTable(ODETable):
         g = np.where(present, codes, 0)
         out = np.zeros((k, *codes.shape))
         self._scale = scale
-        parents = self._parents(scale)
+        parents = self._parents(scale) if parents is None else parents
         for i in np.flatnonzero(present.any(axis=0)):
             term = self._conditional(est, g, present, int(i), parents.get(int(i), []), scale)
             out[:, :, i] = np.where(present[:, i], term, 0.0)
@@ -191,7 +193,9 @@ class DependenceTable(ODETable):
 
 class TANTable(DependenceTable):
     """Tree augmented naive Bayes (Friedman, Geiger & Goldszmidt 1997); ``root`` is ``"mi"`` (the
-    attribute of largest I(x_i; y)) or an attribute's name (``"mi"`` until it has been seen)."""
+    attribute of largest I(x_i; y)) or an attribute's name (``"mi"`` until it has been seen), or
+    ``"average"``: averaged TAN (Jiang et al. 2012), the mean of the posteriors of the same tree
+    rooted at each attribute in turn (the directions decide which estimates are used)."""
 
     kind = "tan"
 
@@ -204,9 +208,35 @@ class TANTable(DependenceTable):
         return {**super().params(), "root": self.root}
 
     def choose_parents(self, mi: np.ndarray, cmi: np.ndarray, names: list) -> list[list[int]]:
-        root = names.index(self.root) if self.root != "mi" and self.root in names else None
+        root = names.index(self.root) if self.root not in ("mi", "average") and self.root in names else None
         return tan_parents(mi, cmi, root)
+
+    def codes_log_likelihood(self, codes: np.ndarray, scale: float) -> np.ndarray:
+        if self.root != "average" or codes.shape[1] == 0:
+            return super().codes_log_likelihood(codes, scale)
+        rootings = rerooted(self._parents(scale), codes.shape[1])
+        jll = np.stack([prior[:, None] + terms.sum(axis=2)
+                        for prior, terms in (self.terms(codes, scale, ps) for ps in rootings)])
+        top = jll.max(axis=0)
+        return (top + np.log(np.exp(jll - top).mean(axis=0))).T
 
     def tree(self, scale: float | None = None) -> list[tuple]:
         """Directed edges (parent, child) of the structure in use, in child name order."""
         return [(ps[0], child) for child, ps in self.structure(scale) if ps]
+
+
+def rerooted(parents: dict, d: int) -> list[dict]:
+    """The forest ``parents`` ({attribute: [parent]}) rooted at each attribute ``0 … d-1`` in
+    turn: the edges on the path from the attribute up to its tree's root are reversed."""
+    out = []
+    for r in range(d):
+        ps = {a: list(p) for a, p in parents.items()}
+        child, up = r, parents.get(r, [])
+        ps[r] = []
+        while up:
+            parent = up[0]
+            up = parents.get(parent, [])
+            ps[parent] = [child]
+            child = parent
+        out.append(ps)
+    return out
