@@ -148,6 +148,36 @@ class DependenceTable(ODETable):
             if self.since_refit >= self.refit_every:
                 self._refit()
 
+    def event_log_likelihood(self, codes: list) -> np.ndarray | None:
+        """The jll (classes,) of one event (codes by attribute, -1 missing), scale 1, from the dense
+        estimates, for structures of at most one parent per attribute: the per-event path of
+        :meth:`codes_log_likelihood`. None where that path is needed."""
+        est = self.derived(1.0)
+        if not est.dense or est.m is not None or not est.alpha > 0 or getattr(self, "root", "") == "average":
+            return None
+        parents, al = self._parents(1.0), est.alpha
+        if any(len(ps) > 1 for ps in parents.values()):
+            return None
+        k = len(est.class_total)
+        out = np.log(est.class_total + al) - np.log(est.class_total.sum() + al * k)
+        alone, child, parent = [], [], []
+        for i, g in enumerate(codes):
+            if g >= 0:
+                p = parents.get(i, [-1])[0] if parents.get(i) else -1
+                (child if p >= 0 and codes[p] >= 0 else alone).append(i)
+                if p >= 0 and codes[p] >= 0:
+                    parent.append(p)
+        c = np.array(codes, np.int64)
+        if alone:
+            a = np.array(alone, np.int64)
+            out = out + (np.log(est.single[:, c[a]] + al)
+                         - np.log(est.class_attr[:, a] + al * est.n_values[a])).sum(axis=1)
+        if child:
+            i, p = np.array(child, np.int64), np.array(parent, np.int64)
+            out = out + (np.log(est.t[:, c[p], c[i]] + al)
+                         - np.log(est.known_with[:, c[p], i] + al * est.n_values[i])).sum(axis=1)
+        return out
+
     def codes_log_likelihood(self, codes: np.ndarray, scale: float) -> np.ndarray:
         prior, terms = self.terms(codes, scale)
         return (prior[:, None] + terms.sum(axis=2)).T
