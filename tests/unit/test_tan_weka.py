@@ -9,7 +9,7 @@ from scipy.special import gammaln
 from streambayes.errors import FeatureError
 from streambayes.models import TAN, model_from_state
 from streambayes.models.seminaive.attributes import MISSING
-from streambayes.models.seminaive.information import bayes_gain
+from streambayes.models.seminaive.information import bayes_gain, bayes_gain_dense
 
 from .test_conformance import assert_same, canonical
 
@@ -58,6 +58,9 @@ def test_bayes_gain_equals_the_family_scores_by_hand():
                     if x.get(child) is not None and x.get(parent) is not None]
             want = _family_score(rows, child, parent, 0.5) - _family_score(rows, child, None, 0.5)
             assert gain[i, j] == pytest.approx(want, abs=1e-9), (child, parent)
+    dense = bayes_gain_dense(table.pairs.view(), np.array(table.attrs.attr_of), len(names),
+                             table.attrs.n_values(), 0.5)
+    np.testing.assert_allclose(dense, gain, atol=1e-9)
 
 
 def test_bayes_edges_link_the_dependent_pair():

@@ -142,3 +142,22 @@ def bayes_gain(pairs, attr_of: np.ndarray, n_attrs: int, n_values: np.ndarray, a
     gain = cells - configs - (base_cells - base_norm)
     np.fill_diagonal(gain, 0.0)
     return gain
+
+
+def bayes_gain_dense(t: np.ndarray, attr_of: np.ndarray, n_attrs: int, n_values: np.ndarray,
+                     alpha: float) -> np.ndarray:
+    """:func:`bayes_gain` from a dense (classes, codes, codes) table of (true) counts."""
+    from scipy.special import gammaln
+
+    h = onehot(attr_of, n_attrs)
+    r = np.maximum(np.asarray(n_values, np.float64), 1.0)
+    lg = gammaln(alpha)
+    cells = h.T @ (gammaln(alpha + t) - lg).sum(axis=0) @ h  # [i, j]
+    known = t @ h  # [c, g, j]: events of class c with code g and attribute j known
+    configs = (h.T @ (gammaln(known + alpha * r) - gammaln(alpha * r)).sum(axis=0)).T  # [child j, parent i]
+    base_cells = h.T @ (gammaln(alpha + known) - lg).sum(axis=0)  # [child i, other j]
+    block = np.einsum("gi,cgj->cij", h, known)
+    base_norm = (gammaln(block + alpha * r[None, :, None]) - gammaln(alpha * r)[None, :, None]).sum(axis=0)
+    gain = cells - configs - (base_cells - base_norm)
+    np.fill_diagonal(gain, 0.0)
+    return gain

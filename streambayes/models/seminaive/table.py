@@ -21,6 +21,7 @@ from streambayes.models.seminaive.attributes import NUM, Attributes, _present
 from streambayes.stats import PairCounts
 
 DENSE_CACHE = 8 * 2**20  # bytes of a dense table derived from the counts for prediction
+PENDING = 1024  # events learned one at a time that wait, at most, to be added to the pair counts
 
 
 class AttributeTable:
@@ -76,6 +77,8 @@ class AttributeTable:
         if self._pairs.bytes_after(len(self.class_counts), self.attrs.n_codes, new) > self.max_bytes:
             return False
         self._pending.append((c, codes, w))
+        if len(self._pending) >= PENDING:
+            self._flush()
         self.class_counts[c] += w
         self.version += 1
         self.after_event(c, codes, w)

@@ -28,7 +28,7 @@ import numpy as np
 
 from streambayes.errors import ModelError
 from streambayes.features import Batch
-from streambayes.models.seminaive.information import bayes_gain, sparse_information
+from streambayes.models.seminaive.information import bayes_gain, bayes_gain_dense, sparse_information
 from streambayes.models.seminaive.ode import Derived, ODETable
 from streambayes.models.seminaive.structure import information, rounded, tan_parents
 
@@ -68,15 +68,22 @@ class DependenceTable(ODETable):
         rank = np.empty(len(attrs), np.int64)
         rank[attrs] = np.arange(len(attrs))
         attr_of = rank[np.array(self.attrs.attr_of, np.int64)[order]]
-        if self.dense_fits(2):
-            mi, cmi = information(self.pairs.view()[:, order][:, :, order], attr_of, len(attrs))
+        est = self._derived[1] if self._derived and self._derived[0] == (self.version, scale) else None
+        dense = est.t if est is not None and est.dense else (  # true counts; the same as the pairs'
+            self.pairs.view() * scale if self.dense_fits(2) else None)
+        if dense is not None:
+            dense = dense[:, order][:, :, order]
+            mi, cmi = information(dense, attr_of, len(attrs))
         else:  # the same estimates from the sparse counts, then in name order
             mi, cmi = sparse_information(self.pairs, np.array(self.attrs.attr_of, np.int64), len(attrs))
             mi, cmi = rounded(mi[attrs], cmi[np.ix_(attrs, attrs)])
         if self.edge_weight == "bayes":  # the Bayesian score's gain, made symmetric by the larger way
-            gain = bayes_gain(self.pairs, np.array(self.attrs.attr_of, np.int64), len(self.attrs.names),
-                              self.attrs.n_values(), self.alpha if self.m is None else 0.5, scale)
-            gain = gain[np.ix_(attrs, attrs)]
+            alpha, n_values = self.alpha if self.m is None else 0.5, self.attrs.n_values()
+            if dense is not None:
+                gain = bayes_gain_dense(dense, attr_of, len(attrs), n_values[attrs], alpha)
+            else:
+                gain = bayes_gain(self.pairs, np.array(self.attrs.attr_of, np.int64), len(self.attrs.names),
+                                  n_values, alpha, scale)[np.ix_(attrs, attrs)]
             cmi = rounded(mi, np.maximum(gain, gain.T))[1]
         names = [self.attrs.names.values[a] for a in attrs]
         parents = self.choose_parents(mi, cmi, names)
