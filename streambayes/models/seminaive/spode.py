@@ -47,9 +47,12 @@ class SPODETable(ODETable):
         if self._chosen is None or self._chosen[0] != self.version:  # derived once per change
             names = self.attrs.names.values
             best = None
-            if names and self.pairs.n_codes:
+            if names and self.attrs.n_codes:
                 attr_of = np.array(self.attrs.attr_of, np.int64)
-                cmi = (conditional_mutual_information(self.pairs.view(), attr_of, len(names))
+                est = self._derived[1] if self._derived and self._derived[0][0] == self.version else None
+                dense = est.t if est is not None and est.dense else None  # kept current per event
+                cmi = (conditional_mutual_information(self.pairs.view() if dense is None else dense, attr_of,
+                                                      len(names))
                        if self.dense_fits(2) else sparse_information(self.pairs, attr_of, len(names))[1])
                 score = np.round(cmi.sum(axis=1), 10)  # equal up to summation order: a tie, to the name
                 best = min(names, key=lambda n: (-score[self.attrs.names.get(n)], str(n)))
