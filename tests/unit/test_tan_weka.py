@@ -9,7 +9,7 @@ from scipy.special import gammaln
 from streambayes.errors import FeatureError
 from streambayes.models import TAN, model_from_state
 from streambayes.models.seminaive.attributes import MISSING
-from streambayes.models.seminaive.information import bayes_gain, bayes_gain_dense
+from streambayes.stats.bayes_score import bayes_gain, bayes_gain_dense
 
 from .test_conformance import assert_same, canonical
 

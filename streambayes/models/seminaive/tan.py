@@ -28,9 +28,10 @@ import numpy as np
 
 from streambayes.errors import ModelError
 from streambayes.features import Batch
-from streambayes.models.seminaive.information import bayes_gain, bayes_gain_dense, sparse_information
+from streambayes.models.seminaive.information import sparse_information
 from streambayes.models.seminaive.ode import Derived, ODETable
 from streambayes.models.seminaive.structure import information, rounded, tan_parents
+from streambayes.stats.bayes_score import bayes_gain, bayes_gain_dense
 
 EDGE_WEIGHTS = ("cmi", "bayes")
 
