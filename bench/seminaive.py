@@ -23,6 +23,13 @@ whose dense class × value³ table would need ~35 GB. The targets include memory
                 trained model; median of ``--repeats``
   memory KiB    ``memory_bytes()`` of the model trained on the full set
 
+Weka (bench/_weka.py; ``--no-weka`` to skip; said so when absent): NaiveBayes, AODE, BayesNet with
+TAN and with K2 search (alpha 0.5, missing cells filled with the mode) on the same 10 folds, in one
+JVM; targets: the best streambayes learner's error <= the best Weka error, and ``tan`` <= Weka TAN
++ 0.005, on every set. ``soybean`` and ``breast-cancer`` are the all-nominal UCI sets Weka ships
+(``/usr/share/doc/weka/examples``), with many missing cells; ``tanv`` is TAN with a missing cell
+as a value of its own (``missing="value"``, the set's attributes as schema).
+
 A reference row, scikit-learn's ``CategoricalNB`` (alpha 1, ordinal codes, ``min_categories``
 from the full set so unseen values work, a missing value as a category of its own), gives the
 10-fold error of NB on the same folds, with the share of held-out rows where it predicts the
@@ -51,13 +58,17 @@ from _common import (
     print_table,
     timed,
 )
+from _weka import EXAMPLES, NOMINAL_EXAMPLES, WEKA, load_arff, weka_folds, weka_targets
+from _weka import available as weka_available
 
 from streambayes.devtools.datasets import wide_stream
 from streambayes.models import MODELS, make_model
 
-DATASETS = ("car", "mushroom", "nursery", "tic-tac-toe", "vote")
-CONTESTANTS = ("catnb", "aode", "spode", "tan", "kdb", "kdb2")
-VARIANTS = {"kdb2": ("kdb", {"k": 2})}  # contestant → (registered model, parameters)
+DATASETS = ("car", "mushroom", "nursery", "tic-tac-toe", "vote", *NOMINAL_EXAMPLES)  # the last: Weka's
+CONTESTANTS = ("catnb", "aode", "spode", "tan", "tanv", "kdb", "kdb2")
+# contestant → (registered model, parameters); missing="value" gets the set's attributes as schema
+VARIANTS = {"kdb2": ("kdb", {"k": 2}), "tanv": ("tan", {"missing": "value"})}
+_SCHEMA: list = []  # the attributes of the set being run
 WIDE = "wide"  # the synthetic audiology-like set (``--datasets wide``), see wide_stream()
 MEMORY_TARGET = (("aode", 50 * 2**20), ("kdb2", 50 * 2**20))  # memory_bytes() on every set
 NB = "catnb"
@@ -70,6 +81,8 @@ THROUGHPUT_BATCH = 1000
 def _make(name: str):
     """A fresh contestant: a registered model, or a variant of one (``kdb2`` = kDB with k = 2)."""
     model, params = VARIANTS.get(name, (name, {}))
+    if params.get("missing") == "value":
+        params = {**params, "schema": _SCHEMA}
     return make_model(model, **params)
 
 
@@ -168,9 +181,11 @@ def _guarded(what: str, stage: str, fn, *args) -> dict:
 
 # -- per data set ---------------------------------------------------------------------------
 def run_dataset(ds: str, names: list[str], args: argparse.Namespace) -> dict:
-    xs_file, ys_file = wide_stream() if ds == WIDE else load_uci(ds)
+    xs_file, ys_file = (wide_stream() if ds == WIDE else load_arff(EXAMPLES / f"{ds}.arff")
+                        if ds in NOMINAL_EXAMPLES else load_uci(ds))
     order = np.random.default_rng(args.seed).permutation(len(xs_file)).tolist()
     xs, ys = [xs_file[i] for i in order], [ys_file[i] for i in order]
+    _SCHEMA[:] = sorted({f for x in xs for f in x})
     y_arr = np.array(ys, dtype=object)
     folds = np.array_split(np.arange(len(xs)), args.folds)
     out = {"events": len(xs), "attributes": len(xs[0]), "classes": sorted(set(ys)),
@@ -185,6 +200,8 @@ def run_dataset(ds: str, names: list[str], args: argparse.Namespace) -> dict:
         out["models"][name] = r
         print(f"{ds:12s} {name:6s} cv {fmt(r.get('cv_error'), '.4f')}  preq {fmt(r.get('preq_error'), '.4f')}"
               f"  {time.perf_counter() - t0:6.1f} s", file=sys.stderr, flush=True)
+    if args.weka:
+        out["weka"] = _guarded(f"{ds}/weka", "weka", weka_folds, xs, ys, folds)
     if args.reference:
         out["reference"] = _guarded(f"{ds}/sklearn", "cv", sklearn_reference, xs, y_arr, folds)
         if NB in out["models"]:
@@ -222,6 +239,8 @@ def report_dataset(ds: str, res: dict, args: argparse.Namespace) -> None:
     ref = res.get("reference")
     if ref is not None:
         rows.append([REF, _err(ref), "–", "–", "–", "–"])
+    for name, r in res.get("weka", {}).items():
+        rows.append([name, fmt(r.get("cv_error"), ".4f"), "–", "–", "–", "–"])
     title = (f"{ds}: {res['events']:,} events, {res['attributes']} attributes, "
              f"{len(res['classes'])} classes, {res['missing_cells']:,} missing cells")
     print()
@@ -252,10 +271,13 @@ def summary(results: dict, names: list[str], args: argparse.Namespace) -> dict:
         best = min((e for e in errs.values() if e is not None), default=None)
         cells = [("–" if e is None else f"{e:.4f}" + (" *" if e == best else "  ")) for e in errs.values()]
         ref = results[ds].get("reference", {}).get("cv_error")
-        rows.append([ds, *cells] + ([fmt(ref, ".4f")] if args.reference else []))
+        weka = [fmt(results[ds].get("weka", {}).get(w, {}).get("cv_error"), ".4f") for w in WEKA]
+        rows.append([ds, *cells] + ([fmt(ref, ".4f")] if args.reference else [])
+                    + (weka if args.weka else []))
     print()
     print_table(f"{args.folds}-fold cv error (* = best of the models)", ["data set", *names]
-                + (["sklearn ref"] if args.reference else []), rows, plain=args.plain)
+                + (["sklearn ref"] if args.reference else []) + (list(WEKA) if args.weka else []),
+                rows, plain=args.plain)
     wins = {}
     for n in names:
         pairs = [(e[n], e[NB]) for e in cv.values() if e.get(n) is not None and e.get(NB) is not None]
@@ -316,6 +338,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--repeats", type=int, default=3, help="timed runs for events/s (default 3)")
     ap.add_argument("--no-reference", dest="reference", action="store_false",
                     help="skip the scikit-learn CategoricalNB reference row")
+    ap.add_argument("--no-weka", dest="weka", action="store_false",
+                    help="skip Weka's NaiveBayes, AODE, BayesNet TAN and K2 on the same folds")
     ap.add_argument("--json", type=Path, default=None, help="also write all figures to this file")
     ap.add_argument("--plain", action="store_true", help="plain-text tables even if rich is installed")
     args = ap.parse_args(argv)
@@ -339,6 +363,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.preq_batch == 1 and args.preq_budget else "")
     print(f"cv: {args.folds} folds of the shuffled rows, training mini-batch {args.batch_size}; "
           f"prequential: {preq}; events/s: mini-batches of {THROUGHPUT_BATCH}, median of {args.repeats}")
+    why = weka_available() if args.weka else "--no-weka"
+    args.weka = args.weka and why is None
+    print("Weka: " + (f"{', '.join(WEKA)} on the same folds (bench/_weka.py)" if args.weka else
+                      f"not run ({why})"))
     unknown = sorted(set(args.datasets) - {*DATASETS, WIDE})
     if unknown:
         print(f"unknown data set(s) skipped: {', '.join(unknown)}")
@@ -351,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         report_dataset(ds, results[ds], args)
     summ = summary(results, names, args) if results else {}
-    tgt = targets(results)
+    tgt = targets(results) + (weka_targets(results, names) if args.weka else [])
     seconds = time.perf_counter() - t0
     print(f"\ntotal {seconds:.0f} s")
     if args.json is not None:

@@ -58,6 +58,7 @@ class Captured:
 def test_predict_gets_the_group_timeouts_and_its_producer_no_consumer_option(monkeypatch, module,
                                                                              session):
     monkeypatch.setattr(Captured, "made", [])
+    monkeypatch.setattr(connect, "wait_for_broker", lambda *args: None)  # no broker behind h:1
     monkeypatch.setattr(module, "GroupSource", Captured)
     monkeypatch.setattr(module, "KafkaSink", Captured)
     shared = {session: 9000}

@@ -146,7 +146,7 @@ def test_tan_watermelon_by_hand():
     """The tree is the maximum spanning tree of the hand-computed CMI (all 16 trees of 4 attributes
     enumerated), and P(c | x) is the seed's Laplace-corrected product along it, in fractions."""
     rows = watermelon_rows()
-    m = TAN()
+    m = TAN(alpha=1.0, edge_weight="cmi")  # the seed's TAN
     for x, y in rows:
         m.learn_one(x, y)
     pairs = list(itertools.combinations(FIELDS, 2))

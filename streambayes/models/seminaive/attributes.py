@@ -13,6 +13,13 @@ anything changes (the stream runtime dead-letters such an event as ``limit``); `
 from snapshots of the time when new categories past the bound counted as missing. ``edges``
 fixes the bins of named attributes from the start: shards that are to be merged exactly must
 share their edges (a shard that fixed its own from its own warm-up cannot be re-binned).
+
+Missing values (``missing``): ``"skip"`` (default) leaves a missing or absent value out of every
+count and estimate, as the seed does. ``"value"`` needs a ``schema``: every schema attribute an
+event does not carry (absent, None or NaN) takes the category :data:`MISSING` of its own, counted
+and used for prediction like any other value (the rule of scikit-learn's ``CategoricalNB`` on
+ordinal codes, and close to Weka's mode filling when one value dominates). With the schema the
+attribute set is fixed from the first event, so the rule does not depend on the batch boundaries.
 """
 
 from __future__ import annotations
@@ -27,11 +34,18 @@ from streambayes.features.discretize import bin_codes
 from streambayes.stats import ValueIndex
 
 CAT, NUM = "categorical", "numeric"
+MISSING = "\x00missing"  # the category of a missing value under missing="value"
+MISSING_RULES = ("skip", "value")
 
 
 class Attributes:
     def __init__(self, schema: Sequence[str] | None = None, max_values: int = 1000,
-                 edges: Mapping | None = None) -> None:
+                 edges: Mapping | None = None, missing: str = "skip") -> None:
+        if missing not in MISSING_RULES:
+            raise FeatureError(f"missing must be one of {MISSING_RULES}, got {missing!r}")
+        if missing == "value" and schema is None:
+            raise FeatureError('missing="value" needs a schema (the attributes every event has)')
+        self.missing = missing
         self.schema = None if schema is None else frozenset(schema)
         self.given_edges = dict(edges or {})  # numeric attribute → edges fixed from the start
         self.max_values = max_values
@@ -137,13 +151,39 @@ class Attributes:
                     self.add_attribute(name)
         else:
             self.check(batch)  # the same fields are refused when predicting as when learning
+        if self.missing == "value":
+            for name in sorted(self.schema, key=str):
+                self.add_attribute(name)
         codes = np.full((batch.n, len(self.names)), -1, np.int64)
+        carried = np.zeros(codes.shape, bool)
         for name, kind, col in self.columns(batch):
             a = self.names.get(name)
             if a >= 0:
                 column = self.encode_column(a, kind, col, learn)
                 codes[:, a] = np.where(column >= 0, column, codes[:, a])
+                carried[:, a] |= _present(kind, col)
+        if self.missing == "value":
+            self._code_missing(codes, ~carried, learn)
         return codes
+
+    def _code_missing(self, codes: np.ndarray, missing: np.ndarray, learn: bool) -> None:
+        """Under missing="value": the MISSING category's code where an attribute is missing."""
+        for a in np.flatnonzero(missing.any(axis=0)).tolist():
+            local = self.add_value(a, MISSING) if learn else self.values[a].get(MISSING)
+            if local >= 0:
+                codes[missing[:, a], a] = self.gcodes[a][local]
+
+    def missing_codes(self, carried: set) -> list[int]:
+        """Under missing="value": the codes of MISSING of every attribute not in ``carried``
+        (names), for replays of buffered events; [] under "skip"."""
+        if self.missing != "value":
+            return []
+        out = []
+        for a, name in enumerate(self.names.values):
+            local = self.values[a].get(MISSING)
+            if name not in carried and local >= 0:
+                out.append(self.gcodes[a][local])
+        return out
 
     def encode_column(self, a: int, kind: str, col: np.ndarray, learn: bool) -> np.ndarray:
         present = np.flatnonzero(_present(kind, col))

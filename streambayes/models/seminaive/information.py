@@ -100,3 +100,4 @@ def sparse_information(pairs, attr_of: np.ndarray, n_attrs: int) -> tuple[np.nda
     cmi = np.where(total > 0, sums / np.where(total > 0, total, 1.0), 0.0)
     np.fill_diagonal(cmi, 0.0)
     return mi, np.maximum(cmi, 0.0)
+

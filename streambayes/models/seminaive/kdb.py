@@ -47,6 +47,10 @@ class KDBTable(DependenceTable):
         self._derived3: dict = {}
 
     @property
+    def per_event(self) -> bool:
+        return self.k == 1  # the tuples of k >= 2 are counted in learn()
+
+    @property
     def triples(self) -> TripleCounts | None:
         return self.tuples.get(3)
 

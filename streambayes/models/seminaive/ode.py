@@ -45,6 +45,7 @@ class Derived:
         self.attr_total = self.class_attr.sum(axis=0)  # |D_i|, (d,)
         self.value_total = self.single.sum(axis=0)  # |D_x|, (G,)
         self.class_total = table.class_counts * scale
+        self.dense = isinstance(self.t, np.ndarray)
         self.n_values = np.maximum(table.attrs.n_values(), 1).astype(np.float64)
         self.alpha, self.m = alpha, m
         if self.single.shape[1] == 0:  # attributes but no coded value yet (numeric bins warming up):
@@ -71,6 +72,18 @@ class Derived:
         use = present[:, None, :] & ~np.eye(d, dtype=bool)[None]  # (n, parent, child)
         terms = joint + np.where(use[None], child, 0.0).sum(axis=3)
         return terms, present
+
+    def add_event(self, c: int, codes: list, w: float) -> None:
+        """The dense estimates after one more event (scale 1) of class ``c``, in place."""
+        g = np.array([v for v in codes if v >= 0], np.int64)
+        a = self.attr_of[g]
+        self.t[c, g[:, None], g[None, :]] += w
+        self.known_with[c, g[:, None], a[None, :]] += w
+        self.single[c, g] += w
+        self.class_attr[c, a] += w
+        self.attr_total[a] += w
+        self.value_total[g] += w
+        self.class_total[c] += w
 
     def naive_bayes(self, codes: np.ndarray) -> np.ndarray:
         """log P̂(c) + Σ_j log P̂(x_j | c) with the same smoothing: (k, n)."""
@@ -137,6 +150,19 @@ class ODETable(AttributeTable):
             self._derived = (key, Derived(self, scale, self.alpha, self.m))
         return self._derived[1]
 
+    def after_event(self, c: int, codes: list, w: float) -> None:
+        """Dense estimates of scale 1 follow the event in place (no rebuild at the next one)."""
+        if self._derived is not None and self._derived[0][1] == 1.0 and self._derived[1].dense \
+                and self._derived[0][0] == self.version - 1:
+            self._derived[1].add_event(c, codes, w)
+            self._derived = ((self.version, 1.0), self._derived[1])
+
+    def log_likelihood(self, batch: Batch, scale: float) -> np.ndarray:
+        return self.codes_log_likelihood(self.attrs.encode(batch, learn=False), scale)
+
+    def codes_log_likelihood(self, codes: np.ndarray, scale: float) -> np.ndarray:
+        raise NotImplementedError
+
     def contributions(self, batch: Batch, scale: float) -> list[tuple[str, np.ndarray]]:
         return [("(one-dependence estimate)", self.log_likelihood(batch, scale)[0])]
 
@@ -154,8 +180,7 @@ class AODETable(ODETable):
     def params(self) -> dict:
         return {**super().params(), "min_count": self.min_count}
 
-    def log_likelihood(self, batch: Batch, scale: float) -> np.ndarray:
-        codes = self.attrs.encode(batch, learn=False)
+    def codes_log_likelihood(self, codes: np.ndarray, scale: float) -> np.ndarray:
         est = self.derived(scale)
         if codes.shape[1] == 0 or len(codes) == 0:
             return est.naive_bayes(codes).T
@@ -164,6 +189,25 @@ class AODETable(ODETable):
         k, d = max(len(self.class_counts), 1), codes.shape[1]
         step = max(1, self.max_bytes // (4 * 8 * k * d * d))
         return np.concatenate([self._chunk(codes[i:i + step], est) for i in range(0, len(codes), step)])
+
+    def event_log_likelihood(self, codes: list) -> np.ndarray | None:
+        """The jll (classes,) of one event (codes by attribute, -1 missing), scale 1, from the dense
+        estimates: the per-event path of :meth:`codes_log_likelihood` (the same sums in another
+        order). None where that path is needed (sparse estimates, alpha 0, m-estimate, no parent)."""
+        est = self.derived(1.0)
+        if not est.dense or est.m is not None or not est.alpha > 0:
+            return None
+        g = np.array([v for v in codes if v >= 0], np.int64)
+        eligible = est.value_total[g] >= self.min_count
+        if not eligible.any():
+            return None
+        a, al, k = est.attr_of[g], est.alpha, est.single.shape[0]
+        nv = est.n_values[a]
+        joint = np.log(est.single[:, g] + al) - np.log(est.attr_total[a] + al * k * nv)
+        child = np.log(est.t[:, g[:, None], g] + al) - np.log(est.known_with[:, g[:, None], a] + al * nv)
+        terms = (joint + child.sum(axis=2) - np.diagonal(child, axis1=1, axis2=2))[:, eligible]
+        top = terms.max(axis=1)
+        return top + np.log(np.exp(terms - top[:, None]).sum(axis=1))
 
     def _chunk(self, codes: np.ndarray, est: Derived) -> np.ndarray:
         terms, present = est.parent_terms(codes)

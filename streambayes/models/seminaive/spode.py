@@ -47,9 +47,12 @@ class SPODETable(ODETable):
         if self._chosen is None or self._chosen[0] != self.version:  # derived once per change
             names = self.attrs.names.values
             best = None
-            if names and self.pairs.n_codes:
+            if names and self.attrs.n_codes:
                 attr_of = np.array(self.attrs.attr_of, np.int64)
-                cmi = (conditional_mutual_information(self.pairs.view(), attr_of, len(names))
+                est = self._derived[1] if self._derived and self._derived[0][0] == self.version else None
+                dense = est.t if est is not None and est.dense else None  # kept current per event
+                cmi = (conditional_mutual_information(self.pairs.view() if dense is None else dense, attr_of,
+                                                      len(names))
                        if self.dense_fits(2) else sparse_information(self.pairs, attr_of, len(names))[1])
                 score = np.round(cmi.sum(axis=1), 10)  # equal up to summation order: a tie, to the name
                 best = min(names, key=lambda n: (-score[self.attrs.names.get(n)], str(n)))
@@ -64,8 +67,11 @@ class SPODETable(ODETable):
         terms, present = est.parent_terms(codes)
         return np.where(present[None, :, parent], terms[:, :, parent], nb)
 
-    def log_likelihood(self, batch: Batch, scale: float) -> np.ndarray:
-        codes = self.attrs.encode(batch, learn=False)
+    @property
+    def per_event(self) -> bool:
+        return self.parent is not None or self.select != "prequential"
+
+    def codes_log_likelihood(self, codes: np.ndarray, scale: float) -> np.ndarray:
         name = self.super_parent()
         parent = self.attrs.names.get(name) if name is not None else -1
         return self._scores(codes, scale, parent).T

@@ -21,6 +21,7 @@ from streambayes.models.seminaive.attributes import NUM, Attributes, _present
 from streambayes.stats import PairCounts
 
 DENSE_CACHE = 8 * 2**20  # bytes of a dense table derived from the counts for prediction
+PENDING = 1024  # events learned one at a time that wait, at most, to be added to the pair counts
 
 
 class AttributeTable:
@@ -30,21 +31,68 @@ class AttributeTable:
 
     def __init__(self, alpha: float = 1.0, bins: int = 5, warmup: int = 100, max_values: int = 1000,
                  schema: list | None = None, edges: dict | None = None,
-                 max_bytes: int = 512 * 2**20) -> None:
+                 max_bytes: int = 512 * 2**20, missing: str = "skip") -> None:
         if warmup < 1 or bins < 2:
             raise ModelError(f"need warmup >= 1 and bins >= 2, got warmup={warmup}, bins={bins}")
         self.alpha, self.bins, self.warmup = alpha, bins, warmup
         self.max_values, self.schema, self.edges, self.max_bytes = max_values, schema, edges, max_bytes
-        self.attrs = Attributes(schema, max_values, edges)
+        self.missing = missing
+        self.attrs = Attributes(schema, max_values, edges, missing)
+        self._pending: list = []  # events learned one at a time, not yet in the pair counts
         self.pairs = PairCounts(max_bytes)
         self.class_counts = np.zeros(0)
         self.buffers: dict[int, list] = {}  # numeric attribute without edges → [class, w, raw]
         self.version = 0  # changes whenever the statistics do (keys derived caches)
 
+    @property
+    def pairs(self) -> PairCounts:
+        """The pair counts, with every event learned by :meth:`learn_event` added."""
+        if self._pending:
+            self._flush()
+        return self._pairs
+
+    @pairs.setter
+    def pairs(self, value: PairCounts) -> None:
+        self._pairs = value
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        d = len(self.attrs.names)
+        codes = np.full((len(pending), d), -1, np.int64)
+        for i, (_, row, _) in enumerate(pending):
+            codes[i, :len(row)] = row
+        rows = np.array([p[0] for p in pending], np.int64)
+        self.add_events(rows, codes, np.array([p[2] for p in pending], np.float64))
+
+    def learn_event(self, c: int, codes: list, w: float) -> bool:
+        """Count one event of known class ``c`` whose values all have codes (``codes`` by
+        attribute, -1 missing), without the batch machinery: its pairs wait in a buffer that
+        any reader of :attr:`pairs` adds first (so the counts are those of ``learn``), and the
+        dense estimates of the last prediction are updated in place. False (nothing changed)
+        when this table cannot (its warm-up buffers, or the bound): the caller takes ``learn``."""
+        if self.buffers or not self.per_event:
+            return False
+        present = sum(g >= 0 for g in codes)
+        new = (len(self._pending) + 1) * self._pairs.entries_per_event(present)
+        if self._pairs.bytes_after(len(self.class_counts), self.attrs.n_codes, new) > self.max_bytes:
+            return False
+        self._pending.append((c, codes, w))
+        if len(self._pending) >= PENDING:
+            self._flush()
+        self.class_counts[c] += w
+        self.version += 1
+        self.after_event(c, codes, w)
+        return True
+
+    per_event = True  # hook: False where more than the pairs are counted per event
+
+    def after_event(self, c: int, codes: list, w: float) -> None:
+        """Hook: keep derived estimates in step with one learned event."""
+
     def params(self) -> dict:
         return {"alpha": self.alpha, "bins": self.bins, "warmup": self.warmup,
                 "max_values": self.max_values, "schema": self.schema, "edges": self.edges,
-                "max_bytes": self.max_bytes}
+                "max_bytes": self.max_bytes, "missing": self.missing}
 
     # -- learning ---------------------------------------------------------------------------
     def check(self, batch: Batch, n_classes: int | None = None) -> None:
@@ -192,6 +240,8 @@ class AttributeTable:
                 code = g
             elif g >= 0:
                 others.append(g)
+        others += [g for g in self.attrs.missing_codes({field for field, _ in raw})
+                   if self.attrs.attr_of[g] not in skip]
         if code >= 0:
             self.add_replayed(c, code, np.array(others, np.int64), w)
 
