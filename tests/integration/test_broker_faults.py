@@ -1,0 +1,65 @@
+"""Faults of the broker itself (issue 12 item 5): two group-managed learners ride out a broker
+restart by SIGTERM, one by SIGKILL and a network stall (SIGSTOP, then SIGCONT after
+``BROKER_STALL_SECONDS``, default 30) while events keep arriving; afterwards the merged state equals,
+array for array, one uninterrupted learner of the same events: nothing lost, nothing counted twice.
+
+A broker restart needs a log that survives it: Apache Kafka's (the CI broker). On Tansu (memory
+only) the test fails saying so rather than skipping."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from streambayes.devtools.group_kills import Members
+from streambayes.devtools.kills import _Producer, crash_case, events_in, learn_command, learn_file
+from streambayes.runtime.kafka import kafka_python
+from streambayes.runtime.loops.shards import newest_state
+from tests.integration.helpers import assert_states_equal, canonical_state, sms_path, wait_until
+
+STALL = float(os.environ.get("BROKER_STALL_SECONDS", 30))
+OPTIONS = ["--every", "500", "--every-seconds", "0.5", "--batch-size", "250"]
+
+
+def test_learners_ride_out_broker_restarts_and_a_stall(own_broker, tmp_path):
+    assert own_broker.persistent, "a broker restart needs a log on disk (Apache Kafka, not Tansu)"
+    bootstrap = own_broker.bootstrap
+    topic = f"faults-{os.getpid()}-{time.monotonic_ns()}"
+    kafka_python.create_topic(bootstrap, topic, 2)
+    make, options, _ = crash_case("nb", sms_path().parents[1])
+    snaps = tmp_path / "snaps"
+    env = {**os.environ, "STREAMBAYES_KAFKA_GROUP": f"learners-{topic}",
+           "STREAMBAYES_KAFKA_CONNECT_DEADLINE": "120"}
+    members = Members(learn_command(f"kafka://{bootstrap}/{topic}", snaps, [*options, *OPTIONS]), env,
+                      tmp_path / "learners.log")
+    producer = _Producer(bootstrap, topic, make, rate=500, minimum=6_000,
+                         options={"delivery_timeout_ms": 180_000, "request_timeout_ms": 10_000})
+    try:
+        members.start()
+        members.start()
+
+        def progress(what: str) -> None:
+            seen = events_in(snaps)
+            wait_until(lambda: events_in(snaps) > seen, 120, f"learning to go on {what}")
+
+        progress("at the start")
+        own_broker.restart()  # SIGTERM: a clean shutdown, then the same port and log
+        progress("after a SIGTERM restart")
+        own_broker.restart(kill=True)  # SIGKILL: the log is recovered
+        progress("after a SIGKILL restart")
+        own_broker.pause()
+        time.sleep(STALL)
+        own_broker.resume()
+        progress("after the stall")
+        events = producer.finish(240)
+        wait_until(lambda: events_in(snaps) >= len(events), 180, "the learners to catch up")
+        members.stop(120)
+    finally:
+        producer.stop.set()
+        own_broker.resume()
+        members.close()
+    merged = newest_state(snaps)
+    assert merged is not None and merged.events == len(events)
+    assert sum(merged.positions[topic].values()) == len(events)
+    reference = learn_file(events, options, tmp_path)
+    assert_states_equal(canonical_state(merged.state), canonical_state(reference.state))
