@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -15,6 +16,14 @@ WORDS = {
 SHARED_WORDS = "the a to and you your of for".split()
 _TLDS = {"spam": ["biz", "ru", "com"], "ham": ["org", "com"], "promo": ["com", "shop"]}
 _RATE = {"spam": 6.0, "ham": 1.0, "promo": 3.5}
+
+
+@pytest.fixture(autouse=True)
+def _logging_enabled_again() -> Iterator[None]:
+    """A test that silences pgmpy with ``logging.disable`` must not silence the tests after it
+    (they read the warnings they expect with ``caplog``)."""
+    yield
+    logging.disable(logging.NOTSET)
 
 
 def mixed_stream(n: int = 120, seed: int = 0) -> tuple[list[dict], list[str]]:

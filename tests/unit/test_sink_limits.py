@@ -19,7 +19,7 @@ from streambayes.cli import main
 from streambayes.errors import BrokerError, NetworkUnavailable
 from streambayes.models import make_model
 from streambayes.runtime.kafka import confluent as kafka_confluent
-from streambayes.runtime.kafka import kafka_python
+from streambayes.runtime.kafka import connect, kafka_python
 from streambayes.runtime.loops.learn import LearnLoop
 from streambayes.runtime.records.decode import Decoder, dead_letter
 from streambayes.runtime.records.events import DeadLetter
@@ -343,6 +343,7 @@ def test_learn_exits_1_with_one_line_when_dead_letters_cannot_be_delivered(monke
             super().__init__(BrokerError("cannot deliver to dlq: TOPIC_AUTHORIZATION_FAILED"))
 
     monkeypatch.setattr(kafka_python, "KafkaSink", Refusing)
+    monkeypatch.setattr(connect, "wait_for_broker", lambda *args: None)  # nothing listens on :9
     source = tmp_path / "in.jsonl"
     source.write_bytes(b"\n".join(RECORDS) + b"\n")
     status = main(["learn", "--source", str(source), "--snapshots", str(tmp_path / "snaps"),
