@@ -441,7 +441,8 @@ def _logging() -> None:
 
 
 def _run_learn(args: argparse.Namespace, settings: Settings) -> int:
-    from streambayes.runtime.loops.learn import LearnJob, run_learn
+    from streambayes.runtime.loops.learn import LearnJob
+    from streambayes.runtime.loops.learn_run import run_learn
 
     job = LearnJob(source=args.source, snapshots=args.snapshots, model=args.model, every=args.every,
                    every_seconds=args.every_seconds, dead_letter=args.dead_letter,

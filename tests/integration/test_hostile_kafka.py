@@ -20,7 +20,8 @@ from kafka import KafkaProducer
 from streambayes.config import Settings
 from streambayes.devtools.hostile import hostile_records
 from streambayes.runtime.kafka import kafka_python
-from streambayes.runtime.loops.learn import LearnJob, run_learn
+from streambayes.runtime.loops.learn import LearnJob
+from streambayes.runtime.loops.learn_run import run_learn
 from streambayes.runtime.loops.predict import PredictJob, run_predict
 from streambayes.runtime.loops.shards import newest_summary
 from tests.integration.helpers import GROUP_OPTIONS, Background, encode, sms_events, wait_until

@@ -12,7 +12,8 @@ import pytest
 from streambayes.cli import main
 from streambayes.config import Settings
 from streambayes.runtime.kafka import kafka_python
-from streambayes.runtime.loops.learn import LearnJob, run_learn
+from streambayes.runtime.loops.learn import LearnJob
+from streambayes.runtime.loops.learn_run import run_learn
 from streambayes.runtime.loops.predict import PredictJob, run_predict
 from streambayes.runtime.loops.shards import (
     latest_all,

@@ -14,7 +14,8 @@ import pytest
 from streambayes.config import Settings
 from streambayes.runtime.kafka import confluent as kafka_confluent
 from streambayes.runtime.kafka import kafka_python
-from streambayes.runtime.loops.learn import LearnJob, run_learn
+from streambayes.runtime.loops.learn import LearnJob
+from streambayes.runtime.loops.learn_run import run_learn
 from streambayes.runtime.loops.predict import PredictJob, run_predict
 from streambayes.runtime.loops.shards import newest_summary
 from tests.integration.helpers import Background, encode, sms_events, wait_until, write_jsonl

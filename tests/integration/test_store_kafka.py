@@ -211,7 +211,8 @@ def test_group_learners_keep_their_partition_shards_in_the_state_topic(bootstrap
     import time
 
     from streambayes.config import Settings
-    from streambayes.runtime.loops.learn import LearnJob, run_learn
+    from streambayes.runtime.loops.learn import LearnJob
+    from streambayes.runtime.loops.learn_run import run_learn
     from streambayes.runtime.loops.shards import expand_shards
 
     monkeypatch.chdir(tmp_path)

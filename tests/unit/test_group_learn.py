@@ -273,7 +273,8 @@ def test_snapshot_merge_of_a_group_directory_merges_its_shards(tmp_path, capsys)
 
 def test_per_key_on_a_topic_without_partitions_is_refused_before_connecting(tmp_path):
     from streambayes.config import Settings
-    from streambayes.runtime.loops.learn import LearnJob, run_learn
+    from streambayes.runtime.loops.learn import LearnJob
+    from streambayes.runtime.loops.learn_run import run_learn
 
     job = LearnJob(source="kafka://127.0.0.1:1/t", snapshots=tmp_path / "s", per_key=True)
     with pytest.raises(UsageError, match="needs --partitions"):

@@ -19,7 +19,8 @@ from streambayes.cli import main
 from streambayes.errors import BrokerError, NetworkUnavailable
 from streambayes.models import make_model
 from streambayes.runtime.kafka import confluent as kafka_confluent
-from streambayes.runtime.kafka import connect, kafka_python
+from streambayes.runtime.kafka import confluent_sink as confluent_sink_module
+from streambayes.runtime.kafka import connect, kafka_python, kafka_python_sink
 from streambayes.runtime.loops.learn import LearnLoop
 from streambayes.runtime.records.decode import Decoder, dead_letter
 from streambayes.runtime.records.events import DeadLetter
@@ -134,7 +135,7 @@ class Clock:
 
 def python_sink(monkeypatch, answer, **kwargs) -> kafka_python.KafkaSink:
     monkeypatch.setattr(FakeKafkaProducer, "answer", staticmethod(answer))
-    monkeypatch.setattr(kafka_python, "KafkaProducer", FakeKafkaProducer)
+    monkeypatch.setattr(kafka_python_sink, "KafkaProducer", FakeKafkaProducer)
     return kafka_python.KafkaSink("fake:9092", backoff=(0.0, 0.0), **kwargs)
 
 
@@ -247,7 +248,7 @@ def confluent_sink(monkeypatch, answer, **kwargs) -> kafka_confluent.KafkaSink:
     monkeypatch.setattr(FakeProducer, "answer", staticmethod(answer))
     monkeypatch.setattr(FakeProducer, "sent", [])
     monkeypatch.setattr(FakeProducer, "delivered", [])
-    monkeypatch.setattr(kafka_confluent, "Producer", FakeProducer)
+    monkeypatch.setattr(confluent_sink_module, "Producer", FakeProducer)
     return kafka_confluent.KafkaSink("fake:9092", backoff=(0.0, 0.0), **kwargs)
 
 

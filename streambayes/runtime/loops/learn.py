@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from streambayes.config import Settings
 from streambayes.errors import BrokerError, FeatureError, LimitError, UsageError
 from streambayes.models.usage import first_batch_note
 from streambayes.runtime.heap import freeze_long_lived
@@ -372,70 +371,6 @@ class LearnLoop:
         return info
 
 
-def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = None) -> LearnStats:
-    """Build the source, decoder, store and sinks of ``job`` and run the loop until done."""
-    from streambayes.runtime.kafka.connect import open_sink, open_source
-    from streambayes.runtime.loops.replay import build_models
-    from streambayes.runtime.loops.spill import SPILL_DIR, new_per_key, spill_hooks
-    from streambayes.runtime.observe import observer_for
-    from streambayes.runtime.records.uri import parse_uri
-
-    if job.partitions is None and not isinstance(parse_uri(job.source), Path):
-        from streambayes.runtime.loops.group import run_group_learn
-
-        return run_group_learn(job, settings, stop)  # a Kafka topic: join the consumer group
-    stop = stop or threading.Event()
-    source = open_source(job.source, settings, role="learn", partitions=job.partitions,
-                         fmt=job.format, stop=stop, follow=job.follow)
-    dead = open_sink(job.dead_letter, settings, stop=stop) if job.dead_letter else None
-    try:
-        decoder = _decoder(source, job, limits=RecordLimits.from_settings(settings))
-        store = _open_learn_store(job, settings)
-        name = job.model
-
-        def make() -> Any:
-            if job.per_key:
-                build_models([name or "nb"], job.network, job.label_field)  # checks the name
-                return new_per_key(name or "nb", per_key_bounds(job), spill_dir, job.bounds,
-                                   key=store.key, limits=store.limits)
-            return build_models([name or "nb"], job.network, job.label_field,
-                                job.bounds)[name or "nb"]
-
-        spill_dir = Path(job.snapshots) / SPILL_DIR  # used by --per-key only (a local store)
-        restore, on_checkpoint = spill_hooks(store, spill_dir, per_key_bounds(job))
-
-        config = {"source": job.source, "partitions": list(job.partitions or []) or None,
-                  "label_field": job.label_field, "format": decoder.format}
-        loop = LearnLoop(source, decoder, store, make, "perkey" if job.per_key else name,
-                         dead_letters=dead, every=job.every,
-                         every_seconds=job.every_seconds, batch_size=job.batch_size,
-                         stop_at_end=isinstance(source, FileSource) and not job.follow, stop=stop,
-                         config=config, new_source=job.new_source, calibrate=job.calibrate,
-                         restore_model=restore, on_checkpoint=on_checkpoint,
-                         observer=observer_for(job, "learn", source))
-        try:
-            return loop.run()
-        finally:
-            loop.observer.tick(force=True)
-            loop.observer.close()
-    finally:
-        source.close()
-        if dead is not None:
-            dead[0].close()
-
-
-def _open_learn_store(job: LearnJob, settings: Settings) -> BaseSnapshotStore:
-    """The store named by ``--snapshots`` (a directory or a kafka:// or s3:// URI); per-key
-    models spill learners next to their snapshots, so they need a directory."""
-    from streambayes.runtime.stores import is_local, location, open_store
-
-    where = location(job.snapshots)
-    if job.per_key and not is_local(where):
-        raise UsageError(f"--per-key needs a snapshot directory (its spill files live beside the "
-                         f"snapshots), not {where}")
-    return open_store(where, settings, keep=job.keep)
-
-
 def _decoder(source: Source, job: LearnJob | Any, require_label: bool = True,
              limits: RecordLimits | None = None) -> Decoder:
     """The decoder for a source: a file's own format and header, else ``job.format`` (jsonl);
@@ -455,3 +390,5 @@ def per_key_bounds(job: Any) -> dict[str, int | None]:
     """The per-key memory bounds of a learn/predict/replay job (None: unbounded)."""
     return {"max_resident": job.max_resident, "max_resident_bytes": job.max_resident_bytes,
             "max_keys": job.max_keys}
+
+

@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -30,22 +30,18 @@ from typing import Any
 import numpy as np
 
 from streambayes.config import Settings
-from streambayes.errors import FeatureError, LimitError, ModelError, SnapshotError, UsageError
+from streambayes.errors import FeatureError, LimitError, ModelError, UsageError
 from streambayes.runtime.kafka.pipelined import Settler, unacknowledged
 from streambayes.runtime.loops.learn import is_per_key, keyed_events, send_dead_letter
 from streambayes.runtime.loops.shards import (
-    Merged,
-    expand_shards,
-    latest_all,
-    merge_snapshots,
     open_stores,
     store_options,
 )
+from streambayes.runtime.loops.watcher import ModelWatcher  # noqa: E402 (re-exported)
 from streambayes.runtime.records.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.records.events import DeadLetter, Posterior
 from streambayes.runtime.records.sinks import MessageTooLarge, Sink
 from streambayes.runtime.records.sources import FileSource, Format, Source
-from streambayes.snapshot.store import BaseSnapshotStore
 
 logger = logging.getLogger(__name__)
 
@@ -87,60 +83,6 @@ class PredictStats:
     reloads: int = 0
     snapshot: str | None = None
     seconds: float = 0.0
-
-
-class ModelWatcher:
-    """The served learner: the newest snapshot of each store, merged; reloaded when one changes."""
-
-    def __init__(self, stores: Sequence[BaseSnapshotStore],
-                 restore: Callable[[Any], Any] | None = None, per_key: bool = False) -> None:
-        self.stores = list(stores)
-        self.restore = restore  # snapshot -> learner (None: merge_snapshots' default)
-        self.per_key = per_key  # refuse a model that is not per-key
-        self.shards = self.stores  # the stores, each group learner's replaced by its shards
-        self.current: Merged | None = None
-        self._seen: tuple[str | None, ...] = ()
-
-    def _newest_ids(self) -> tuple[str | None, ...]:
-        self.shards = expand_shards(self.stores)  # partition shards: found again at each check
-        return tuple((store.ids() or [None])[-1] for store in self.shards)
-
-    def check(self) -> bool:
-        """Load the newest snapshots if any store has a new one; True when the model changed.
-        A remote store (Kafka topic, S3) that does not answer keeps the served model."""
-        try:
-            newest = self._newest_ids()
-        except SnapshotError as exc:
-            if self.current is None:
-                raise
-            logger.warning("cannot look for new snapshots (%s); still serving %s", exc,
-                           self.current.label)
-            return False
-        if newest == self._seen:
-            return False
-        try:
-            snaps = latest_all(self.shards)
-            if snaps is None:
-                return False  # a shard has no snapshot yet: keep what we serve
-            self._seen = newest
-            ids = tuple(s.id for s in snaps)
-            if self.current is not None and ids == self.current.ids:
-                return False  # the newer file was corrupt; its predecessor is already served
-            merged = merge_snapshots(snaps, self.restore)
-            if self.per_key and not is_per_key(merged.model):
-                raise UsageError(f"--per-key: snapshot {merged.label} holds model {merged.name!r}, "
-                                 "not a per-key model (learn it with 'learn --per-key')")
-        except SnapshotError as exc:
-            if self.current is None:
-                raise
-            self._seen = newest
-            logger.error("cannot load the new snapshots (%s); still serving %s", exc,
-                         self.current.label)
-            return False
-        self.current = merged
-        logger.info("serving snapshot %s (%s, %d events)", self.current.label, self.current.name,
-                    self.current.events)
-        return True
 
 
 class PredictLoop:
