@@ -92,8 +92,9 @@ def _stopped_quietly(stop: threading.Event) -> Iterator[None]:
 def _logging() -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("kafka", "confluent_kafka"):
-        logging.getLogger(noisy).setLevel(logging.ERROR)
+    from streambayes.runtime.observe import quiet_client_logs
+
+    quiet_client_logs(logging.ERROR)  # the clients' own retry chatter: the runtime says what matters
 
 
 def _run_learn(args: argparse.Namespace, settings: Settings) -> int:
