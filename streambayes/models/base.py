@@ -20,6 +20,7 @@ from streambayes.errors import LimitError, ModelError
 from streambayes.features import Batch, Featurizer
 from streambayes.models.text_transform import check_transform
 from streambayes.stats import Forgetting, ValueIndex, class_prior_log, event_weights, log_normalize
+from streambayes.stats.evidence import is_refit_point, refit_points
 
 
 class NaiveBayesBase:
@@ -137,6 +138,28 @@ class NaiveBayesBase:
         self._fields.codes(_field_names(batch))
         rows = self._classes.codes(y)
         self._grow_classes()
+        start = 0
+        for stop in self._refit_cuts(batch.n):  # alpha="auto": learn up to each refit point, refit
+            part = batch if (start, stop) == (0, batch.n) else batch.slice(start, stop)
+            self._learn_rows(part, rows[start:stop], weights[start:stop])
+            start = stop
+            self._refit_due()
+
+    def _refit_cuts(self, n: int) -> list[int]:
+        """Where a batch of ``n`` events is cut: after each event whose count is a refit point of
+        ``alpha="auto"`` (:func:`~streambayes.stats.evidence.refit_points`), and at its end."""
+        if not any(getattr(comp, "auto", False) for comp in self._components):
+            return [n]
+        cuts = [p - self.n_events for p in refit_points(self.n_events, self.n_events + n)]
+        return cuts if cuts and cuts[-1] == n else [*cuts, n]
+
+    def _refit_due(self) -> None:
+        """Refit ``alpha="auto"`` if the event count is a refit point (after learning it)."""
+        if is_refit_point(self.n_events):
+            self.refit_alpha()
+
+    def _learn_rows(self, batch: Batch, rows: np.ndarray, weights: np.ndarray) -> None:
+        """Add checked events (class codes ``rows``) and count them."""
         if self._forget.due(batch.n):
             self._rescale(self._forget.restart(ahead=batch.n))
         mult = self._forget.multipliers(batch.n)
@@ -282,6 +305,16 @@ class NaiveBayesBase:
             mine.merge(theirs, class_map, factor)
         self.n_events += other.n_events
         self._prior_cache = None
+        self.refit_alpha()  # alpha="auto": the fit of the merged counts
+
+    def refit_alpha(self) -> None:
+        """Fit ``alpha="auto"`` to the counts now (nothing for a fixed alpha). Learning refits at
+        event counts 1, 2, 3, …, 8, 10, 12, 14, 16, 20, … whatever the mini-batches
+        (:func:`~streambayes.stats.evidence.is_refit_point`); a merge refits on the merged counts."""
+        scale = self._forget.to_true()
+        for comp in self._components:
+            if getattr(comp, "auto", False):
+                comp.refit(scale)
 
     def _check_merge(self, other: NaiveBayesBase) -> None:
         """Refuse (before any change) a merge whose union exceeds a bound."""
@@ -295,9 +328,6 @@ class NaiveBayesBase:
             raise ModelError(f"cannot merge: the union of the two models is too large: {exc}") from None
 
     def to_state(self) -> dict:
-        for comp in self._components:  # a due alpha="auto" fit is made before it is written
-            if hasattr(comp, "settle"):
-                comp.settle(self._forget.to_true())
         return {
             "model": self.name,
             "params": self.params(),

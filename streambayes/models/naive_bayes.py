@@ -94,6 +94,7 @@ class MultinomialNB(NaiveBayesBase):
         self._class_counts[c] += w
         self._components[0].learn_buckets(c, buckets, w)
         self.n_events += 1
+        self._refit_due()
 
     def predict_proba_one(self, x: Mapping) -> dict:
         buckets = self._plain_buckets(x) if len(self._classes) else None

@@ -24,6 +24,40 @@ import numpy as np
 from scipy.special import gammaln
 
 GRID = 10.0 ** np.arange(-3.0, 1.01, 0.5)  # 0.001 … 10, half a decade apart
+REFIT_BITS = 3  # alpha="auto" is refitted after event n when n has at most this many significant bits
+
+
+def is_refit_point(n: int) -> bool:
+    """Whether ``alpha="auto"`` is refitted right after the ``n``-th event learned: when ``n``
+    written in binary has at most :data:`REFIT_BITS` significant bits (1 … 8, 10, 12, 14, 16, 20,
+    24, 28, 32, 40, …: four refits per doubling, each at most 25% more events than the last).
+    The points depend on the event count only, not on mini-batch boundaries or predictions.
+
+    >>> [n for n in range(1, 50) if is_refit_point(n)]
+    [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48]
+    """
+    if n < 1:
+        return False
+    shift = max(n.bit_length() - REFIT_BITS, 0)
+    return (n >> shift) << shift == n
+
+
+def refit_points(start: int, stop: int) -> list[int]:
+    """The refit points ``n`` with ``start < n <= stop`` (see :func:`is_refit_point`), ascending.
+
+    >>> refit_points(9, 33), refit_points(40, 47)
+    ([10, 12, 14, 16, 20, 24, 28, 32], [])
+    """
+    out, n = [], max(start + 1, 1)
+    while n <= stop:
+        shift = max(n.bit_length() - REFIT_BITS, 0)
+        n = ((n + (1 << shift) - 1) >> shift) << shift  # the first point >= n
+        if n.bit_length() - REFIT_BITS > shift:  # rounding up carried into a new bit length
+            shift += 1
+        if n <= stop:
+            out.append(n)
+        n += 1 << shift
+    return out
 
 
 def log_evidence(counts: np.ndarray, totals: np.ndarray, n_values: int, alphas: np.ndarray) -> np.ndarray:
