@@ -16,8 +16,8 @@ Contestants:
   bogofilter  Debian's ``bogofilter`` (C), prequential in chunks of 256: ``-T`` scores a chunk,
               then ``-s``/``-n`` registers it; the spamicity is P(spam)
 
-  variants   issue 11's options as rows of their own (``VARIANT_ROWS``): ``alpha="auto"`` (explicit,
-              for runs against older defaults), smaller replay batches, ``tf="log"``,
+  variants   issue 11's options as rows of their own (``VARIANT_ROWS``): ``alpha=1`` (the default
+              before ``alpha="auto"``), other replay batch sizes, ``tf="log"``,
               ``min_token_length=2`` and a streaming TWCNB (``cnb`` with TF, smooth IDF and L2)
 
 Log loss clips probabilities to [1e-15, 1 - 1e-15] for every contestant (a 0 or 1 from a filter
@@ -172,17 +172,19 @@ def run_bogofilter(path: Path, texts: list[str], labels: list[str], chunk: int =
 RUNNERS = {"sb-replay": run_sb_replay, "sb-event": run_sb_event, "river": run_river,
            "bogofilter": run_bogofilter}
 # issue 11's options, as rows of their own: (runner, model, parameters[, replay batch size])
-AUTO = {"alpha": "auto"}
+AUTO = {"alpha": "auto"}  # the default of nb, mnb and cnb; rows with alpha=1 show the old default
 VARIANT_ROWS = {
-    "sb-replay alpha=auto": ("sb-replay", "nb", AUTO),
-    "sb-replay alpha=auto batch 64": ("sb-replay", "nb", AUTO, 64),
-    "sb-replay alpha=auto batch 16": ("sb-replay", "nb", AUTO, 16),
-    "sb-replay alpha=auto tf=log": ("sb-replay", "nb", {**AUTO, "tf": "log"}),
-    "sb-replay alpha=auto min_token_length=2": ("sb-replay", "nb", {**AUTO, "min_token_length": 2}),
+    "sb-replay alpha=1": ("sb-replay", "nb", {"alpha": 1.0}),
+    "sb-replay batch 64": ("sb-replay", "nb", AUTO, 64),
+    "sb-replay batch 32": ("sb-replay", "nb", AUTO, 32),
+    "sb-replay batch 16": ("sb-replay", "nb", AUTO, 16),
+    "sb-replay batch 8": ("sb-replay", "nb", AUTO, 8),
+    "sb-replay tf=log": ("sb-replay", "nb", {**AUTO, "tf": "log"}),
+    "sb-replay min_token_length=2": ("sb-replay", "nb", {**AUTO, "min_token_length": 2}),
     "sb-replay TWCNB": ("sb-replay", "cnb", {"norm": True, "tf": "log", "idf": "smooth",
                                              "length_norm": "l2"}),
-    "sb-event alpha=auto": ("sb-event", "nb", AUTO),
-    "sb-event alpha=auto tf=log": ("sb-event", "nb", {**AUTO, "tf": "log"}),
+    "sb-event alpha=1": ("sb-event", "nb", {"alpha": 1.0}),
+    "sb-event tf=log": ("sb-event", "nb", {**AUTO, "tf": "log"}),
 }
 for _label, (_runner, _name, _params, *_bs) in VARIANT_ROWS.items():
     RUNNERS[_label] = functools.partial(RUNNERS[_runner], name=_name, params=_params,

@@ -34,14 +34,15 @@ class MultinomialNB(NaiveBayesBase):
     """Multinomial naive Bayes over hashed tokens (McCallum & Nigam 1998; Mitchell Table 6.2).
 
     Categorical fields become ``field=value`` tokens and numeric fields token counts.
-    ``alpha`` is Lidstone smoothing (1 = Laplace, the default; ``"auto"`` fits it to the counts by
-    the Dirichlet evidence, see :mod:`streambayes.stats.evidence`); ``m`` switches to the m-estimate with a
-    uniform prior ``p = 1/V``; ``vocab_size`` fixes ``V`` (else the vocabulary seen so far).
+    ``alpha`` is Lidstone smoothing: ``"auto"`` (the default) fits it to the counts by the Dirichlet
+    evidence at event counts fixed by the stream (see :mod:`streambayes.stats.evidence`), a number
+    fixes it (1 = Laplace); ``m`` switches to the m-estimate with a uniform prior ``p = 1/V``;
+    ``vocab_size`` fixes ``V`` (else the vocabulary seen so far).
     """
 
     name = "mnb"
 
-    def __init__(self, alpha: float | str = 1.0, m: float | None = None, vocab_size: int | None = None,
+    def __init__(self, alpha: float | str = "auto", m: float | None = None, vocab_size: int | None = None,
                  *, prior_alpha: float = 0.0, class_prior: Mapping | None = None,
                  decay: float | None = None, n_features: int = 2**20,
                  text_fields: Sequence[str] = ("text",), lowercase: bool = True,
@@ -129,12 +130,13 @@ class BernoulliNB(NaiveBayesBase):
 
 
 class ComplementNB(NaiveBayesBase):
-    """Complement naive Bayes (Rennie et al. 2003); ``norm`` is the weight normalisation."""
+    """Complement naive Bayes (Rennie et al. 2003); ``norm`` is the weight normalisation; ``alpha`` as
+    in :class:`MultinomialNB` (``"auto"`` by default, fitted to the complement counts)."""
 
     name = "cnb"
     use_prior = False
 
-    def __init__(self, alpha: float | str = 1.0, norm: bool = False, vocab_size: int | None = None, *,
+    def __init__(self, alpha: float | str = "auto", norm: bool = False, vocab_size: int | None = None, *,
                  prior_alpha: float = 0.0, class_prior: Mapping | None = None,
                  decay: float | None = None, n_features: int = 2**20,
                  text_fields: Sequence[str] = ("text",), lowercase: bool = True,
@@ -194,7 +196,8 @@ class GaussianNB(NaiveBayesBase):
 
 class NaiveBayes(NaiveBayesBase):
     """One posterior over text tokens (multinomial), categorical fields and numeric fields
-    (Gaussian): ``P(c | x) ∝ P(c) Π_w P(w|c) Π_i P(x_i|c) Π_j p(x_j|c)``.
+    (Gaussian): ``P(c | x) ∝ P(c) Π_w P(w|c) Π_i P(x_i|c) Π_j p(x_j|c)``. ``alpha`` smooths the
+    text part as in :class:`MultinomialNB` (``"auto"`` by default), ``cat_alpha`` the categorical one.
 
     A column that mixes numbers and words (nursery's ``children``: 1, 2, 3, "more") is both: its
     numbers feed the Gaussian, its words the categorical table, and each event's value speaks in
@@ -206,7 +209,7 @@ class NaiveBayes(NaiveBayesBase):
 
     name = "nb"
 
-    def __init__(self, alpha: float | str = 1.0, cat_alpha: float = 1.0, variance: str = "mle",
+    def __init__(self, alpha: float | str = "auto", cat_alpha: float = 1.0, variance: str = "mle",
                  var_smoothing: float = 1e-2, *, prior_alpha: float = 0.0,
                  class_prior: Mapping | None = None, decay: float | None = None,
                  n_features: int = 2**20, text_fields: Sequence[str] = ("text",),

@@ -51,7 +51,7 @@ class TokenTable:
 
     @property
     def auto(self) -> bool:
-        return self.alpha == "auto"
+        return self.alpha == "auto" and self.m is None  # the m-estimate does not use alpha
 
     def _alpha(self, scale: float = 1.0) -> float:
         """The Lidstone alpha in use: the parameter, or with ``"auto"`` the last fit of
@@ -131,6 +131,7 @@ class TokenTable:
             cols = self.table.columns(buckets)
         self.table.add_columns(cls, cols, vals)
         self._cache.clear()
+        self._last_lookup = None  # learned: do not hold on to the batch's ids
 
     def learn(self, batch: Batch, rows: np.ndarray, w: np.ndarray, raw: np.ndarray | None = None) -> None:
         sr = self._learn_entries(batch, w)

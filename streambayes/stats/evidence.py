@@ -6,7 +6,8 @@ to a term free of ``α`` (MacKay & Peto 1995; Minka 2000):
 
     E(α) = Σ_c [ lgamma(Vα) - lgamma(N_c + Vα) + Σ_w ( lgamma(n_cw + α) - lgamma(α) ) ]
 
-Zero counts add nothing to the inner sum, so one evaluation costs O(nonzero counts). ``E`` is
+Zero counts add nothing to the inner sum, and equal counts (most are 1, 2, 3, ...) share one
+``lgamma``, so one evaluation costs a sort of the nonzero counts and ``lgamma`` of the distinct ones. ``E`` is
 evaluated on a log grid (:data:`GRID`) and the best interior point refined by the vertex of the
 parabola through it and its neighbours (in ``log α``). The answer is a pure function of the counts
 (given in a fixed order): the same counts, restored or merged, give the same ``α``.
@@ -63,11 +64,23 @@ def refit_points(start: int, stop: int) -> list[int]:
 def log_evidence(counts: np.ndarray, totals: np.ndarray, n_values: int, alphas: np.ndarray) -> np.ndarray:
     """``E(α)`` for each ``α`` of ``alphas``; ``counts`` (classes, ids), ``totals`` (classes,)."""
     nz = counts[counts > 0]
+    values, times = _distinct(nz)
     a = np.asarray(alphas, np.float64)
-    inner = gammaln(nz[None, :] + a[:, None]).sum(axis=1) - len(nz) * gammaln(a)
+    inner = (gammaln(values[None, :] + a[:, None]) * times).sum(axis=1) - len(nz) * gammaln(a)
     va = n_values * a
     outer = (gammaln(va)[:, None] - gammaln(np.asarray(totals)[None, :] + va[:, None])).sum(axis=1)
     return inner + outer
+
+
+def _distinct(nz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of ``nz`` (ascending) and how often each occurs: counts repeat (1, 2,
+    3, ...), so ``lgamma`` is taken once per value; whole counts are tallied by ``bincount``."""
+    whole = nz.astype(np.int64)
+    if len(nz) and whole[-1] >= 0 and np.array_equal(whole, nz) and int(whole.max()) < 1 << 16:
+        times = np.bincount(whole)
+        values = np.flatnonzero(times)
+        return values.astype(np.float64), times[values]
+    return np.unique(nz, return_counts=True)
 
 
 def evidence_alpha(counts: np.ndarray, totals: np.ndarray, n_values: int, grid: np.ndarray = GRID) -> float:
