@@ -279,8 +279,16 @@ def contestants() -> list[tuple[str, str | None, Callable[[Data], tuple]]]:
          ours("mnb", alpha="auto", tf="log", idf=True, length_norm="l2")),
         ("sb TWCNB streaming, unnormalised weights, idf smooth", "TWCNB",
          ours("cnb", **{**TWCNB, "norm": False, "idf": "smooth"})),
-        ("sb TWCNB streaming, unnormalised weights, idf smooth, ngram_range=(1, 2)", "TWCNB",
-         ours_tokenized("cnb", **{**TWCNB, "norm": False, "idf": "smooth", "ngram_range": (1, 2)})),
+        ("sb TWCNB streaming, unnormalised weights, idf smooth, ngram_range=(1, 2), alpha=1", "TWCNB",
+         ours_tokenized("cnb", **{**TWCNB, "norm": False, "idf": "smooth", "ngram_range": (1, 2),
+                                  "alpha": 1.0})),
+        ("sb TWCNB streaming, unnormalised weights, idf smooth, ngram_range=(1, 2), alpha=auto", "TWCNB",
+         ours_tokenized("cnb", **{**TWCNB, "norm": False, "idf": "smooth", "ngram_range": (1, 2),
+                                  "alpha": "auto"})),
+        ("sb TWCNB streaming, unnormalised weights, idf smooth, ngram_range=(1, 2), min_token_length=2, "
+         "alpha=auto", "TWCNB",
+         ours_tokenized("cnb", **{**TWCNB, "norm": False, "idf": "smooth", "ngram_range": (1, 2),
+                                  "min_token_length": 2, "alpha": "auto"})),
         ("sklearn TfidfVectorizer + ComplementNB, alpha by CV", "TWCNB", sklearn_tuned("tfidf")),
         ("sklearn CountVectorizer + MultinomialNB, alpha by CV", "MNB", sklearn_tuned("count")),
     ]

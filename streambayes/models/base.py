@@ -90,6 +90,14 @@ class NaiveBayesBase:
         out["text_fields"] = list(out["text_fields"])
         return out
 
+    def _text_alpha(self) -> float | str:
+        """The token smoothing in use: ``alpha``, or by default (``None``) ``"auto"`` on plain counts
+        and 1 under the text transforms (their weights are not counts)."""
+        alpha = getattr(self, "alpha", None)
+        if alpha is not None:
+            return alpha
+        return "auto" if self.tf is None and not self.idf and self.length_norm is None else 1.0
+
     def _transform(self) -> dict:
         """The text transform options of the token components (see ``TokenTable``)."""
         return {"tf": self.tf, "idf": self.idf, "length_norm": self.length_norm}

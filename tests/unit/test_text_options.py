@@ -264,3 +264,19 @@ def test_auto_alpha_under_merge(name, opts):
     assert a._components[0]._alpha() == pytest.approx(seq._components[0]._alpha(), rel=1e-12)
     np.testing.assert_allclose(a.predict_log_proba_many(xs), seq.predict_log_proba_many(xs),
                                rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["mnb", "cnb", "nb"])
+def test_the_default_alpha_is_auto_on_counts_and_one_under_transforms(name):
+    xs, ys = [{"text": t} for t in DOCS * 2], LABELS * 2
+    plain, auto = make_model(name), make_model(name, alpha="auto")
+    plain.learn_many(xs, ys)
+    auto.learn_many(xs, ys)
+    assert plain.params()["alpha"] is None and plain._components[0]._alpha() != 1.0
+    assert np.array_equal(plain.predict_log_proba_many(xs), auto.predict_log_proba_many(xs))
+    assert _restored(plain).params()["alpha"] is None
+    for transform in ({"tf": "log"}, {"idf": True}, {"length_norm": "l2"}):
+        weighted, laplace = make_model(name, **transform), make_model(name, alpha=1.0, **transform)
+        weighted.learn_many(xs, ys)
+        laplace.learn_many(xs, ys)
+        assert np.array_equal(weighted.predict_log_proba_many(xs), laplace.predict_log_proba_many(xs))
