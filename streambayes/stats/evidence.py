@@ -75,11 +75,12 @@ def log_evidence(counts: np.ndarray, totals: np.ndarray, n_values: int, alphas: 
 def _distinct(nz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct values of ``nz`` (ascending) and how often each occurs: counts repeat (1, 2,
     3, ...), so ``lgamma`` is taken once per value; whole counts are tallied by ``bincount``."""
-    whole = nz.astype(np.int64)
-    if len(nz) and whole[-1] >= 0 and np.array_equal(whole, nz) and int(whole.max()) < 1 << 16:
-        times = np.bincount(whole)
-        values = np.flatnonzero(times)
-        return values.astype(np.float64), times[values]
+    if len(nz) and nz.max() < 1 << 16:  # (nz holds positive counts only)
+        whole = nz.astype(np.int64)
+        if np.array_equal(whole, nz):
+            times = np.bincount(whole)
+            values = np.flatnonzero(times)
+            return values.astype(np.float64), times[values]
     return np.unique(nz, return_counts=True)
 
 

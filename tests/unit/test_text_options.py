@@ -179,6 +179,21 @@ def test_log_evidence_is_the_dirichlet_formula():
     assert log_evidence(counts, totals, v, np.array([a]))[0] == pytest.approx(want, rel=1e-12)
 
 
+@pytest.mark.parametrize("fractional", [False, True])
+def test_log_evidence_tallies_equal_counts_exactly_enough(fractional):
+    """Equal counts share one lgamma (bincount for whole counts, unique otherwise): the sum is the
+    term-by-term one to rounding."""
+    rng = np.random.default_rng(7)
+    counts = rng.poisson(rng.gamma(0.3, 4.0, size=(3, 2000))).astype(float)
+    if fractional:
+        counts *= rng.choice([1.0, 0.5, 1 / 3], size=counts.shape)
+    totals, alphas = counts.sum(axis=1), np.array([0.01, 0.3, 2.0])
+    nz = counts[counts > 0]
+    direct = [sum(math.lgamma(n + a) - math.lgamma(a) for n in nz)
+              + sum(math.lgamma(2000 * a) - math.lgamma(t + 2000 * a) for t in totals) for a in alphas]
+    np.testing.assert_allclose(log_evidence(counts, totals, 2000, alphas), direct, rtol=1e-12)
+
+
 def test_evidence_alpha_finds_the_maximum():
     rng = np.random.default_rng(3)
     counts = rng.poisson(rng.gamma(0.2, 5.0, size=(2, 300))).astype(float)
