@@ -295,3 +295,28 @@ def test_the_default_alpha_is_auto_on_counts_and_one_under_transforms(name):
         weighted.learn_many(xs, ys)
         laplace.learn_many(xs, ys)
         assert np.array_equal(weighted.predict_log_proba_many(xs), laplace.predict_log_proba_many(xs))
+
+
+@pytest.mark.parametrize(("name", "opts"), [("mnb", {}), ("cnb", {"norm": True}), ("bnb", {}), ("nb", {}),
+                                            ("mnb", {"tf": "log", "idf": True})])
+def test_big_batches_in_parts_give_the_same_model(monkeypatch, name, opts):
+    """A batch is scored (and, with plain counts, learned) in parts of about ENTRY_CHUNK token
+    entries: the same state and predictions as in one piece."""
+    import streambayes.models.base as base
+
+    xs = [{"text": t, "tld": "biz" if i % 3 else "org"} for i, t in enumerate(DOCS * 4)]
+    ys = LABELS * 4
+    whole = make_model(name, **opts)
+    whole.learn_many(xs, ys)
+    monkeypatch.setattr(base, "ENTRY_CHUNK", 7)
+    assert len(base._row_chunks(whole.featurize(xs))) > 5
+    parts = make_model(name, **opts)
+    parts.learn_many(xs, ys)
+    assert np.array_equal(parts.predict_log_proba_many(xs), whole.predict_log_proba_many(xs))
+    monkeypatch.setattr(base, "ENTRY_CHUNK", 4096)
+    assert np.array_equal(parts.predict_log_proba_many(xs), whole.predict_log_proba_many(xs))
+    a, b = parts.to_state(), whole.to_state()
+    for got, want in zip(a["components"], b["components"], strict=True):
+        for key in ("counts", "totals"):
+            if key in want:
+                assert np.array_equal(got[key], want[key])
