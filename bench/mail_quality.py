@@ -8,7 +8,7 @@ Each stream is read in file order, prequentially (every message is scored before
 Contestants:
 
   sb-replay   ``streambayes replay FILE`` as a user runs it: the default model (``nb``) and default
-              batching (mini-batches growing 1, 2, 4, ... to 256). Log loss raw, and with the
+              batching (mini-batches growing 1, 2, 4, ... to 8). Log loss raw, and with the
               calibration exponent fitted prequentially (what ``predict`` serves)
   sb-event    streambayes ``nb`` per event (``predict_proba_one`` then ``learn_one``), raw and with
               a prequential calibrator
@@ -16,8 +16,8 @@ Contestants:
   bogofilter  Debian's ``bogofilter`` (C), prequential in chunks of 256: ``-T`` scores a chunk,
               then ``-s``/``-n`` registers it; the spamicity is P(spam)
 
-  variants   issue 11's options as rows of their own (``VARIANT_ROWS``): ``alpha="auto"`` (explicit,
-              for runs against older defaults), smaller replay batches, ``tf="log"``,
+  variants   issue 11's options as rows of their own (``VARIANT_ROWS``): ``alpha=1`` (the default
+              before ``alpha="auto"``), other replay batch sizes, ``tf="log"``,
               ``min_token_length=2`` and a streaming TWCNB (``cnb`` with TF, smooth IDF and L2)
 
 Log loss clips probabilities to [1e-15, 1 - 1e-15] for every contestant (a 0 or 1 from a filter
@@ -70,9 +70,9 @@ def scores(p_true: list[float], right: list[bool], seconds: float) -> dict:
 
 
 def run_sb_replay(path: Path, texts: list[str], labels: list[str], name: str = "nb",
-                  params: dict | None = None, batch_size: int = 256) -> dict:
+                  params: dict | None = None, batch_size: int | None = None) -> dict:
     from streambayes.models import make_model
-    from streambayes.runtime.loops.replay import build_models, replay
+    from streambayes.runtime.loops.replay import DEFAULT_BATCH_SIZE, build_models, replay
     from streambayes.runtime.records.decode import Decoder
     from streambayes.runtime.records.sinks import MemorySink
     from streambayes.runtime.records.sources import FileSource
@@ -81,7 +81,8 @@ def run_sb_replay(path: Path, texts: list[str], labels: list[str], name: str = "
         decoder = Decoder(source.format, header=source.header)
         start = time.perf_counter()
         models = build_models([name]) if params is None else {name: make_model(name, **params)}
-        result = replay(source, decoder, models, MemorySink(), topic=str(path), batch_size=batch_size)
+        result = replay(source, decoder, models, MemorySink(), topic=str(path),
+                        batch_size=batch_size or DEFAULT_BATCH_SIZE)
         seconds = time.perf_counter() - start
     m = result.run.summary()[name]
     return {"accuracy": m["accuracy"], "log_loss": m["log_loss"],
@@ -172,17 +173,18 @@ def run_bogofilter(path: Path, texts: list[str], labels: list[str], chunk: int =
 RUNNERS = {"sb-replay": run_sb_replay, "sb-event": run_sb_event, "river": run_river,
            "bogofilter": run_bogofilter}
 # issue 11's options, as rows of their own: (runner, model, parameters[, replay batch size])
-AUTO = {"alpha": "auto"}
+AUTO = {"alpha": "auto"}  # the default of nb, mnb and cnb; rows with alpha=1 show the old default
 VARIANT_ROWS = {
-    "sb-replay alpha=auto": ("sb-replay", "nb", AUTO),
-    "sb-replay alpha=auto batch 64": ("sb-replay", "nb", AUTO, 64),
-    "sb-replay alpha=auto batch 16": ("sb-replay", "nb", AUTO, 16),
-    "sb-replay alpha=auto tf=log": ("sb-replay", "nb", {**AUTO, "tf": "log"}),
-    "sb-replay alpha=auto min_token_length=2": ("sb-replay", "nb", {**AUTO, "min_token_length": 2}),
+    "sb-replay alpha=1": ("sb-replay", "nb", {"alpha": 1.0}),
+    "sb-replay batch 256": ("sb-replay", "nb", AUTO, 256),
+    "sb-replay batch 64": ("sb-replay", "nb", AUTO, 64),
+    "sb-replay batch 16": ("sb-replay", "nb", AUTO, 16),
+    "sb-replay tf=log": ("sb-replay", "nb", {**AUTO, "tf": "log"}),
+    "sb-replay min_token_length=2": ("sb-replay", "nb", {**AUTO, "min_token_length": 2}),
     "sb-replay TWCNB": ("sb-replay", "cnb", {"norm": True, "tf": "log", "idf": "smooth",
                                              "length_norm": "l2"}),
-    "sb-event alpha=auto": ("sb-event", "nb", AUTO),
-    "sb-event alpha=auto tf=log": ("sb-event", "nb", {**AUTO, "tf": "log"}),
+    "sb-event alpha=1": ("sb-event", "nb", {"alpha": 1.0}),
+    "sb-event tf=log": ("sb-event", "nb", {**AUTO, "tf": "log"}),
 }
 for _label, (_runner, _name, _params, *_bs) in VARIANT_ROWS.items():
     RUNNERS[_label] = functools.partial(RUNNERS[_runner], name=_name, params=_params,

@@ -53,13 +53,14 @@ def rss_now_mib() -> float:
     return float("nan")
 
 
-def load_posts(seed: int) -> tuple[list[str], np.ndarray]:
-    """Every 20 Newsgroups post (text, group number), shuffled."""
+def load_posts(seed: int, max_chars: int | None = 2000) -> tuple[list[str], np.ndarray]:
+    """Every 20 Newsgroups post (text, group number), shuffled; each cut to ``max_chars``
+    (headers and the first lines: enough to learn from), or whole with ``None``."""
     texts, groups, names = [], [], {}
     with gzip.open(data_path("20newsgroups", "20news-bydate.jsonl.gz"), "rt", encoding="utf-8") as fh:
         for line in fh:
             post = json.loads(line)
-            texts.append(post["text"][:2000])  # headers and the first lines: enough to learn from
+            texts.append(post["text"][:max_chars])
             groups.append(names.setdefault(post["group"], len(names)))
     order = np.random.default_rng(seed).permutation(len(texts))
     return [texts[i] for i in order], np.asarray(groups)[order]

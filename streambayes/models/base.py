@@ -21,6 +21,9 @@ from streambayes.errors import LimitError, ModelError
 from streambayes.features import Batch, Featurizer
 from streambayes.models.text_transform import check_transform
 from streambayes.stats import Forgetting, ValueIndex, class_prior_log, event_weights, log_normalize
+from streambayes.stats.evidence import is_refit_point, refit_points
+
+ENTRY_CHUNK = 4096  # token entries scored (and, for plain counts, learned) per part of a big batch
 
 
 class NaiveBayesBase:
@@ -90,6 +93,14 @@ class NaiveBayesBase:
         out["text_fields"] = list(out["text_fields"])
         return out
 
+    def _text_alpha(self) -> float | str:
+        """The token smoothing in use: ``alpha``, or by default (``None``) ``"auto"`` on plain counts
+        and 1 under the text transforms (their weights are not counts)."""
+        alpha = getattr(self, "alpha", None)
+        if alpha is not None:
+            return alpha
+        return "auto" if self.tf is None and not self.idf and self.length_norm is None else 1.0
+
     def _transform(self) -> dict:
         """The text transform options of the token components (see ``TokenTable``)."""
         return {"tf": self.tf, "idf": self.idf, "length_norm": self.length_norm}
@@ -155,6 +166,37 @@ class NaiveBayesBase:
         self._fields.codes(_field_names(batch))
         rows = self._classes.codes(y)
         self._grow_classes()
+        start = 0
+        for stop in self._refit_cuts(batch.n):  # alpha="auto": learn up to each refit point, refit
+            part = batch if (start, stop) == (0, batch.n) else batch.slice(start, stop)
+            self._learn_rows(part, rows[start:stop], weights[start:stop])
+            start = stop
+            self._refit_due()
+
+    def _refit_cuts(self, n: int) -> list[int]:
+        """Where a batch of ``n`` events is cut: after each event whose count is a refit point of
+        ``alpha="auto"`` (:func:`~streambayes.stats.evidence.refit_points`), and at its end."""
+        if not any(getattr(comp, "auto", False) for comp in self._components):
+            return [n]
+        cuts = [p - self.n_events for p in refit_points(self.n_events, self.n_events + n)]
+        return cuts if cuts and cuts[-1] == n else [*cuts, n]
+
+    def _refit_due(self) -> None:
+        """Refit ``alpha="auto"`` if the event count is a refit point (after learning it)."""
+        if is_refit_point(self.n_events):
+            self.refit_alpha()
+
+    def _learn_rows(self, batch: Batch, rows: np.ndarray, weights: np.ndarray) -> None:
+        """Add checked events (class codes ``rows``) and count them; a big batch of plain token
+        counts in parts of about :data:`ENTRY_CHUNK` tokens (the same additions in the same order:
+        the same state, with less memory in flight)."""
+        if self._forget.active or not all(getattr(c, "plain", False) for c in self._components):
+            return self._learn_part(batch, rows, weights)
+        for a, b in _row_chunks(batch):
+            part = batch if (a, b) == (0, batch.n) else batch.slice(a, b)
+            self._learn_part(part, rows[a:b], weights[a:b])
+
+    def _learn_part(self, batch: Batch, rows: np.ndarray, weights: np.ndarray) -> None:
         if self._forget.due(batch.n):
             self._rescale(self._forget.restart(ahead=batch.n))
         mult = self._forget.multipliers(batch.n)
@@ -217,8 +259,10 @@ class NaiveBayesBase:
         if self.use_prior or k == 1:
             jll += self._log_prior()
         scale = self._forget.to_true()
-        for comp in self._components:
-            jll += comp.log_likelihood(batch, scale)
+        for a, b in _row_chunks(batch):  # rows score independently: parts bound the memory in flight
+            part = batch if (a, b) == (0, batch.n) else batch.slice(a, b)
+            for comp in self._components:
+                jll[a:b] += comp.log_likelihood(part, scale)
         return jll
 
     def predict_log_proba_many(self, X) -> np.ndarray:
@@ -305,6 +349,16 @@ class NaiveBayesBase:
             mine.merge(theirs, class_map, factor)
         self.n_events += other.n_events
         self._prior_cache = None
+        self.refit_alpha()  # alpha="auto": the fit of the merged counts
+
+    def refit_alpha(self) -> None:
+        """Fit ``alpha="auto"`` to the counts now (nothing for a fixed alpha). Learning refits at
+        event counts 1, 2, 3, …, 8, 10, 12, 14, 16, 20, … whatever the mini-batches
+        (:func:`~streambayes.stats.evidence.is_refit_point`); a merge refits on the merged counts."""
+        scale = self._forget.to_true()
+        for comp in self._components:
+            if getattr(comp, "auto", False):
+                comp.refit(scale)
 
     def _check_merge(self, other: NaiveBayesBase) -> None:
         """Refuse (before any change) a merge whose union exceeds a bound."""
@@ -318,9 +372,6 @@ class NaiveBayesBase:
             raise ModelError(f"cannot merge: the union of the two models is too large: {exc}") from None
 
     def to_state(self) -> dict:
-        for comp in self._components:  # a due alpha="auto" fit is made before it is written
-            if hasattr(comp, "settle"):
-                comp.settle(self._forget.to_true())
         return {
             "model": self.name,
             "params": self.params(),
@@ -354,6 +405,18 @@ class NaiveBayesBase:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(classes={self.classes}, n_events={self.n_events})"
+
+
+def _row_chunks(batch: Batch, limit: int | None = None) -> list[tuple[int, int]]:
+    """Row ranges of ``batch`` holding about ``limit`` (:data:`ENTRY_CHUNK`) token entries each
+    (a row is never cut; one range when the batch holds fewer)."""
+    limit = ENTRY_CHUNK if limit is None else limit
+    ip = batch.tokens.indptr
+    if ip[-1] <= limit:
+        return [(0, batch.n)]
+    starts = np.searchsorted(ip, np.arange(limit, ip[-1], limit), side="right") - 1
+    bounds = sorted({0, batch.n, *starts.tolist()})
+    return [(a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
 
 
 def _field_names(batch: Batch) -> list:

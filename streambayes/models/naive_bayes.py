@@ -34,15 +34,19 @@ class MultinomialNB(NaiveBayesBase):
     """Multinomial naive Bayes over hashed tokens (McCallum & Nigam 1998; Mitchell Table 6.2).
 
     Categorical fields become ``field=value`` tokens and numeric fields token counts.
-    ``alpha`` is Lidstone smoothing (1 = Laplace, the default; ``"auto"`` fits it to the counts by
-    the Dirichlet evidence, see :mod:`streambayes.stats.evidence`); ``m`` switches to the m-estimate with a
-    uniform prior ``p = 1/V``; ``vocab_size`` fixes ``V`` (else the vocabulary seen so far).
+    ``alpha`` is Lidstone smoothing: ``"auto"`` fits it to the counts by the Dirichlet evidence at
+    event counts fixed by the stream (see :mod:`streambayes.stats.evidence`), a number fixes it
+    (1 = Laplace); the default ``None`` is ``"auto"`` on plain counts and 1 under the ``tf``/``idf``/
+    ``length_norm`` transforms (whose weights are not counts; there 1 scored better); ``m``
+    switches to the m-estimate with a uniform prior ``p = 1/V``; ``vocab_size`` fixes ``V`` (else
+    the vocabulary seen so far).
     """
 
     name = "mnb"
 
-    def __init__(self, alpha: float | str = 1.0, m: float | None = None, vocab_size: int | None = None,
-                 *, prior_alpha: float = 0.0, class_prior: Mapping | None = None,
+    def __init__(self, alpha: float | str | None = None, m: float | None = None,
+                 vocab_size: int | None = None, *, prior_alpha: float = 0.0,
+                 class_prior: Mapping | None = None,
                  decay: float | None = None, n_features: int = 2**20,
                  text_fields: Sequence[str] = ("text",), lowercase: bool = True,
                  bigrams: bool = False, max_classes: int = 1000,
@@ -54,7 +58,8 @@ class MultinomialNB(NaiveBayesBase):
                          max_fields=max_fields, max_values=max_values, **text_options)
 
     def _make_components(self) -> list:
-        return [Multinomial(self.n_features, self.alpha, True, self.vocab_size, self.m, **self._transform())]
+        return [Multinomial(self.n_features, self._text_alpha(), True, self.vocab_size, self.m,
+                            **self._transform())]
 
     # A single event made only of text is the common case of per-event streaming: these skip
     # building a one-row batch, with the same arithmetic (learn_many gives the same state), and
@@ -102,6 +107,7 @@ class MultinomialNB(NaiveBayesBase):
         self._class_counts[c] += w
         self._components[0].learn_buckets(c, buckets, w)
         self.n_events += 1
+        self._refit_due()
 
     def predict_proba_one(self, x: Mapping) -> dict:
         buckets = self._plain_buckets(x) if len(self._classes) else None
@@ -136,12 +142,13 @@ class BernoulliNB(NaiveBayesBase):
 
 
 class ComplementNB(NaiveBayesBase):
-    """Complement naive Bayes (Rennie et al. 2003); ``norm`` is the weight normalisation."""
+    """Complement naive Bayes (Rennie et al. 2003); ``norm`` is the weight normalisation; ``alpha`` as
+    in :class:`MultinomialNB` (``"auto"`` on plain counts by default, fitted to the complement counts)."""
 
     name = "cnb"
     use_prior = False
 
-    def __init__(self, alpha: float | str = 1.0, norm: bool = False, vocab_size: int | None = None, *,
+    def __init__(self, alpha: float | str | None = None, norm: bool = False, vocab_size: int | None = None, *,
                  prior_alpha: float = 0.0, class_prior: Mapping | None = None,
                  decay: float | None = None, n_features: int = 2**20,
                  text_fields: Sequence[str] = ("text",), lowercase: bool = True,
@@ -154,7 +161,7 @@ class ComplementNB(NaiveBayesBase):
                          max_fields=max_fields, max_values=max_values, **text_options)
 
     def _make_components(self) -> list:
-        return [Complement(self.n_features, self.alpha, True, self.vocab_size, None, self.norm,
+        return [Complement(self.n_features, self._text_alpha(), True, self.vocab_size, None, self.norm,
                            **self._transform())]
 
 
@@ -201,7 +208,9 @@ class GaussianNB(NaiveBayesBase):
 
 class NaiveBayes(NaiveBayesBase):
     """One posterior over text tokens (multinomial), categorical fields and numeric fields
-    (Gaussian): ``P(c | x) ∝ P(c) Π_w P(w|c) Π_i P(x_i|c) Π_j p(x_j|c)``.
+    (Gaussian): ``P(c | x) ∝ P(c) Π_w P(w|c) Π_i P(x_i|c) Π_j p(x_j|c)``. ``alpha`` smooths the
+    text part as in :class:`MultinomialNB` (``"auto"`` on plain counts by default), ``cat_alpha`` the
+    categorical one.
 
     A column that mixes numbers and words (nursery's ``children``: 1, 2, 3, "more") is both: its
     numbers feed the Gaussian, its words the categorical table, and each event's value speaks in
@@ -213,7 +222,7 @@ class NaiveBayes(NaiveBayesBase):
 
     name = "nb"
 
-    def __init__(self, alpha: float | str = 1.0, cat_alpha: float = 1.0, variance: str = "mle",
+    def __init__(self, alpha: float | str | None = None, cat_alpha: float = 1.0, variance: str = "mle",
                  var_smoothing: float = 1e-2, *, prior_alpha: float = 0.0,
                  class_prior: Mapping | None = None, decay: float | None = None,
                  n_features: int = 2**20, text_fields: Sequence[str] = ("text",),
@@ -227,6 +236,6 @@ class NaiveBayes(NaiveBayesBase):
                          max_fields=max_fields, max_values=max_values, **text_options)
 
     def _make_components(self) -> list:
-        return [Multinomial(self.n_features, self.alpha, fold=False, **self._transform()),
+        return [Multinomial(self.n_features, self._text_alpha(), fold=False, **self._transform()),
                 Categorical(self.cat_alpha, numeric_as_categories=False, max_values=self.max_values),
                 Gaussian(self.variance, self.var_smoothing)]

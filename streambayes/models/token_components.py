@@ -19,8 +19,6 @@ from streambayes.models.text_transform import DocFreq, check_transform, collapse
 from streambayes.stats import SparseCounts, lidstone_log, m_estimate_log
 from streambayes.stats.evidence import evidence_alpha
 
-AUTO_REFIT = 1.10  # alpha="auto" is refitted once the counted mass grows (or shrinks) by this factor
-
 
 class TokenTable:
     """Counts per (class, seen token id), class totals; the seen ids are the vocabulary."""
@@ -51,27 +49,23 @@ class TokenTable:
             out |= {"tf": self.tf, "idf": self.idf, "length_norm": self.length_norm}
         return out
 
-    def _alpha(self, scale: float = 1.0) -> float:
-        """The Lidstone alpha in use: the parameter, or with ``"auto"`` the one that maximises the
-        Dirichlet evidence of the counts (:func:`~streambayes.stats.evidence.evidence_alpha`),
-        refitted when the counted mass (``Σ totals``) has changed by the factor ``AUTO_REFIT`` since
-        the last fit, and after a merge; the fit is kept in the state, so a restored model uses the
-        same alpha, and a merged model the alpha of the merged counts. Refitting on a mass ladder
-        bounds the cost of per-event streams (O(log n) fits of O(nonzero counts) each)."""
-        if self.alpha != "auto":
-            return self.alpha
-        at, mass = self._auto[1], float(self.totals.sum())
-        if at < 0 or mass > at * AUTO_REFIT or mass * AUTO_REFIT < at:
-            counts, totals = self._evidence_counts(self.table.sorted_counts() * scale, self.totals * scale)
-            self._auto = [evidence_alpha(counts, totals, self.vocabulary), mass]
-            self._cache.clear()
-        return self._auto[0]
+    @property
+    def auto(self) -> bool:
+        return self.alpha == "auto" and self.m is None  # the m-estimate does not use alpha
 
-    def settle(self, scale: float) -> None:
-        """Fit a due ``alpha="auto"`` now (before a state is written), so that a state never holds a
-        fit that is due: models with the same counts and the same fits write the same state."""
-        if self.alpha == "auto" and self.vocabulary:
-            self._alpha(scale)
+    def _alpha(self, scale: float = 1.0) -> float:
+        """The Lidstone alpha in use: the parameter, or with ``"auto"`` the last fit of
+        :meth:`refit` (1 before the first). The model refits at points fixed by its event count
+        (:func:`~streambayes.stats.evidence.is_refit_point`) and after a merge, never when it
+        predicts; the fit is kept in the state, so a restored model uses the same alpha."""
+        return self.alpha if self.alpha != "auto" else self._auto[0]
+
+    def refit(self, scale: float = 1.0) -> None:
+        """Fit ``alpha="auto"`` to the counts now: the ``α`` that maximises their Dirichlet evidence
+        (:func:`~streambayes.stats.evidence.evidence_alpha`)."""
+        counts, totals = self._evidence_counts(self.table.sorted_counts() * scale, self.totals * scale)
+        self._auto = [evidence_alpha(counts, totals, self.vocabulary), float(self.totals.sum())]
+        self._cache.clear()
 
     def _evidence_counts(self, counts: np.ndarray, totals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return counts, totals
@@ -137,6 +131,7 @@ class TokenTable:
             cols = self.table.columns(buckets)
         self.table.add_columns(cls, cols, vals)
         self._cache.clear()
+        self._last_lookup = None  # learned: do not hold on to the batch's ids
 
     def learn(self, batch: Batch, rows: np.ndarray, w: np.ndarray, raw: np.ndarray | None = None) -> None:
         sr = self._learn_entries(batch, w)
@@ -188,8 +183,7 @@ class TokenTable:
         np.add.at(self.totals, class_map, other.totals * factor)
         if self.df is not None:
             self.df.merge(other.df, factor)
-        self._auto = [1.0, -1.0]  # refit on the sum
-        self._cache.clear()
+        self._cache.clear()  # alpha="auto": the model refits on the sum
 
     def _smoothed_log(self, counts: np.ndarray, totals: np.ndarray, n_values: int,
                       scale: float = 1.0) -> np.ndarray:

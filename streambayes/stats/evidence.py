@@ -6,7 +6,8 @@ to a term free of ``α`` (MacKay & Peto 1995; Minka 2000):
 
     E(α) = Σ_c [ lgamma(Vα) - lgamma(N_c + Vα) + Σ_w ( lgamma(n_cw + α) - lgamma(α) ) ]
 
-Zero counts add nothing to the inner sum, so one evaluation costs O(nonzero counts). ``E`` is
+Zero counts add nothing to the inner sum, and equal counts (most are 1, 2, 3, ...) share one
+``lgamma``, so one evaluation costs a sort of the nonzero counts and ``lgamma`` of the distinct ones. ``E`` is
 evaluated on a log grid (:data:`GRID`) and the best interior point refined by the vertex of the
 parabola through it and its neighbours (in ``log α``). The answer is a pure function of the counts
 (given in a fixed order): the same counts, restored or merged, give the same ``α``.
@@ -24,16 +25,63 @@ import numpy as np
 from scipy.special import gammaln
 
 GRID = 10.0 ** np.arange(-3.0, 1.01, 0.5)  # 0.001 … 10, half a decade apart
+REFIT_BITS = 3  # alpha="auto" is refitted after event n when n has at most this many significant bits
+
+
+def is_refit_point(n: int) -> bool:
+    """Whether ``alpha="auto"`` is refitted right after the ``n``-th event learned: when ``n``
+    written in binary has at most :data:`REFIT_BITS` significant bits (1 … 8, 10, 12, 14, 16, 20,
+    24, 28, 32, 40, …: four refits per doubling, each at most 25% more events than the last).
+    The points depend on the event count only, not on mini-batch boundaries or predictions.
+
+    >>> [n for n in range(1, 50) if is_refit_point(n)]
+    [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48]
+    """
+    if n < 1:
+        return False
+    shift = max(n.bit_length() - REFIT_BITS, 0)
+    return (n >> shift) << shift == n
+
+
+def refit_points(start: int, stop: int) -> list[int]:
+    """The refit points ``n`` with ``start < n <= stop`` (see :func:`is_refit_point`), ascending.
+
+    >>> refit_points(9, 33), refit_points(40, 47)
+    ([10, 12, 14, 16, 20, 24, 28, 32], [])
+    """
+    out, n = [], max(start + 1, 1)
+    while n <= stop:
+        shift = max(n.bit_length() - REFIT_BITS, 0)
+        n = ((n + (1 << shift) - 1) >> shift) << shift  # the first point >= n
+        if n.bit_length() - REFIT_BITS > shift:  # rounding up carried into a new bit length
+            shift += 1
+        if n <= stop:
+            out.append(n)
+        n += 1 << shift
+    return out
 
 
 def log_evidence(counts: np.ndarray, totals: np.ndarray, n_values: int, alphas: np.ndarray) -> np.ndarray:
     """``E(α)`` for each ``α`` of ``alphas``; ``counts`` (classes, ids), ``totals`` (classes,)."""
     nz = counts[counts > 0]
+    values, times = _distinct(nz)
     a = np.asarray(alphas, np.float64)
-    inner = gammaln(nz[None, :] + a[:, None]).sum(axis=1) - len(nz) * gammaln(a)
+    inner = (gammaln(values[None, :] + a[:, None]) * times).sum(axis=1) - len(nz) * gammaln(a)
     va = n_values * a
     outer = (gammaln(va)[:, None] - gammaln(np.asarray(totals)[None, :] + va[:, None])).sum(axis=1)
     return inner + outer
+
+
+def _distinct(nz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of ``nz`` (ascending) and how often each occurs: counts repeat (1, 2,
+    3, ...), so ``lgamma`` is taken once per value; whole counts are tallied by ``bincount``."""
+    if len(nz) and nz.max() < 1 << 16:  # (nz holds positive counts only)
+        whole = nz.astype(np.int64)
+        if np.array_equal(whole, nz):
+            times = np.bincount(whole)
+            values = np.flatnonzero(times)
+            return values.astype(np.float64), times[values]
+    return np.unique(nz, return_counts=True)
 
 
 def evidence_alpha(counts: np.ndarray, totals: np.ndarray, n_values: int, grid: np.ndarray = GRID) -> float:

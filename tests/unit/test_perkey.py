@@ -140,7 +140,9 @@ def test_rank_orders_the_window_by_the_posterior():
 
 
 def test_merge_equals_learning_both_streams():
-    a, b, both = PerKeyModel("mnb"), PerKeyModel("mnb", max_resident=1), PerKeyModel("mnb")
+    laplace = {"alpha": 1.0}  # a merge refits alpha="auto" on the merged counts, learning at fixed counts
+    a, b = PerKeyModel("mnb", laplace), PerKeyModel("mnb", laplace, max_resident=1)
+    both = PerKeyModel("mnb", laplace)
     feed(a, POPULATION, 20, seed=1)
     feed(b, POPULATION, 20, seed=2)
     feed(both, POPULATION, 20, seed=1)
@@ -150,7 +152,7 @@ def test_merge_equals_learning_both_streams():
         np.testing.assert_allclose(a.predict_log_proba_many(PROBES, key),
                                    both.predict_log_proba_many(PROBES, key), atol=1e-9)
     with pytest.raises(ModelError, match="cannot merge"):
-        a.merge(PerKeyModel("mnb", backoff=3))
+        a.merge(PerKeyModel("mnb", laplace, backoff=3))
 
 
 def test_parameters_and_clone():

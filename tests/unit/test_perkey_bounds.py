@@ -34,7 +34,8 @@ def feed(model, xs, ys, keys, batch=20):
 
 
 def mnb(**kw):
-    return PerKeyModel("mnb", {"n_features": 2**10}, backoff=2, **kw)
+    # alpha pinned: a merge refits alpha="auto" on the merged counts, learning at fixed event counts
+    return PerKeyModel("mnb", {"n_features": 2**10, "alpha": 1.0}, backoff=2, **kw)
 
 
 def predictions(model, n_keys):

@@ -328,3 +328,11 @@ def test_a_stream_shorter_than_one_batch_gets_every_metric():
                     MemorySink(), batch_size=256)
     summary = result.run.summary()["mnb"]
     assert summary["cold"] == 1 and summary["accuracy"] is not None and summary["accuracy"] > 0.9
+
+
+def test_the_cli_replays_with_the_default_batch_size():
+    from streambayes.cli import build_parser
+    from streambayes.runtime.loops.replay import DEFAULT_BATCH_SIZE, FileReplay
+
+    args = build_parser().parse_args(["replay", "events.jsonl"])
+    assert args.batch_size == DEFAULT_BATCH_SIZE == FileReplay.__dataclass_fields__["batch_size"].default == 8

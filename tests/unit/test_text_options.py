@@ -179,6 +179,21 @@ def test_log_evidence_is_the_dirichlet_formula():
     assert log_evidence(counts, totals, v, np.array([a]))[0] == pytest.approx(want, rel=1e-12)
 
 
+@pytest.mark.parametrize("fractional", [False, True])
+def test_log_evidence_tallies_equal_counts_exactly_enough(fractional):
+    """Equal counts share one lgamma (bincount for whole counts, unique otherwise): the sum is the
+    term-by-term one to rounding."""
+    rng = np.random.default_rng(7)
+    counts = rng.poisson(rng.gamma(0.3, 4.0, size=(3, 2000))).astype(float)
+    if fractional:
+        counts *= rng.choice([1.0, 0.5, 1 / 3], size=counts.shape)
+    totals, alphas = counts.sum(axis=1), np.array([0.01, 0.3, 2.0])
+    nz = counts[counts > 0]
+    direct = [sum(math.lgamma(n + a) - math.lgamma(a) for n in nz)
+              + sum(math.lgamma(2000 * a) - math.lgamma(t + 2000 * a) for t in totals) for a in alphas]
+    np.testing.assert_allclose(log_evidence(counts, totals, 2000, alphas), direct, rtol=1e-12)
+
+
 def test_evidence_alpha_finds_the_maximum():
     rng = np.random.default_rng(3)
     counts = rng.poisson(rng.gamma(0.2, 5.0, size=(2, 300))).astype(float)
@@ -189,38 +204,119 @@ def test_evidence_alpha_finds_the_maximum():
     assert evidence_alpha(np.zeros((2, 3)), np.zeros(2), 3) == 1.0
 
 
-@pytest.mark.parametrize("name", ["mnb", "cnb", "nb"])
-def test_auto_alpha_exact_under_merge_and_restore(name):
-    xs = [{"text": t} for t in DOCS * 3]
-    ys = LABELS * 3
-    seq = make_model(name, alpha="auto")
-    seq.learn_many(xs, ys)
-    a, b = make_model(name, alpha="auto"), make_model(name, alpha="auto")
-    a.learn_many(xs[:11], ys[:11])
-    a.predict_log_proba_many(xs)  # a fit on a's own counts, replaced by the merge
-    b.learn_many(xs[11:], ys[11:])
-    a.merge(b)
-    p_seq, p_merged = seq.predict_log_proba_many(xs), a.predict_log_proba_many(xs)
-    alpha = seq._components[0]._alpha()
-    assert alpha != 1.0 and a._components[0]._alpha() == alpha
-    np.testing.assert_allclose(p_merged, p_seq, rtol=1e-12, atol=1e-12)
-    data, _ = pack(seq.to_state(), snapshot_id="1", model=seq.name, config={}, positions={}, events=30,
-                   created_at="2024-01-01T00:00:00Z")
-    restored = model_from_state(unpack(data)[1])
-    assert restored._components[0]._alpha() == alpha
-    assert np.array_equal(restored.predict_log_proba_many(xs), p_seq)
-    fixed = make_model(name, alpha=alpha)
+# idf weighs each batch by the document frequencies after it: its counts depend on the batching
+AUTO_MODELS = [("mnb", {}), ("cnb", {}), ("nb", {}),
+               ("cnb", {"norm": True, "tf": "log", "length_norm": "l2"})]
+
+
+def _restored(model):
+    data, _ = pack(model.to_state(), snapshot_id="1", model=model.name, config={}, positions={},
+                   events=model.n_events, created_at="2024-01-01T00:00:00Z")
+    return model_from_state(unpack(data)[1])
+
+
+def _learn_in(model, xs, ys, sizes, *, predict=False, restore_at=None):
+    """Learn ``xs`` in mini-batches of ``sizes`` (then one by one), predicting each batch first
+    if ``predict``, through a snapshot and restore after ``restore_at`` events."""
+    i, sizes = 0, list(sizes)
+    while i < len(xs):
+        n = sizes.pop(0) if sizes else 1
+        if predict:
+            model.predict_log_proba_many(xs[i:i + n])
+        if n == 1:
+            model.learn_one(xs[i], ys[i])
+        else:
+            model.learn_many(xs[i:i + n], ys[i:i + n])
+        i += n
+        if restore_at is not None and i == restore_at:
+            model = _restored(model)
+    return model
+
+
+def _evidence_fit(model) -> float:
+    comp = model._components[0]
+    counts, totals = comp._evidence_counts(comp.table.sorted_counts(), comp.totals)
+    return evidence_alpha(counts, totals, comp.vocabulary)
+
+
+@pytest.mark.parametrize(("name", "opts"), AUTO_MODELS)
+def test_auto_alpha_is_fixed_by_the_event_count(name, opts):
+    """alpha="auto" is refitted after events 1, 2, 3, …, 8, 10, 12, …, 40, 48: the same alpha and
+    bit-identical predictions whatever the mini-batches, predictions and restores."""
+    xs, ys = [{"text": t} for t in DOCS * 5], LABELS * 5
+    ref = _learn_in(make_model(name, alpha="auto", **opts), xs, ys, [])  # one event at a time
+    alpha, p_ref = ref._components[0]._alpha(), ref.predict_log_proba_many(xs)
+    at48 = make_model(name, alpha="auto", **opts)
+    at48.learn_many(xs[:48], ys[:48])
+    assert alpha == _evidence_fit(at48) != 1.0  # fitted after event 48, not 50
+    assert alpha != _evidence_fit(ref)
+    variants = [dict(sizes=[50]), dict(sizes=[7, 13, 1, 29]), dict(sizes=[3, 40], predict=True),
+                dict(sizes=[16, 16], predict=True, restore_at=23), dict(sizes=[23, 27], restore_at=23),
+                dict(sizes=[49], restore_at=49)]
+    for kw in variants:
+        m = _learn_in(make_model(name, alpha="auto", **opts), xs, ys, **kw)
+        assert m._components[0]._alpha() == alpha, kw
+        assert np.array_equal(m.predict_log_proba_many(xs), p_ref), kw
+        assert np.array_equal(_restored(m).predict_log_proba_many(xs), p_ref), kw
+    fixed = make_model(name, alpha=alpha, **opts)
     fixed.learn_many(xs, ys)
-    np.testing.assert_allclose(fixed.predict_log_proba_many(xs), p_seq, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(fixed.predict_log_proba_many(xs), p_ref, rtol=1e-12, atol=1e-12)
 
 
-def test_auto_alpha_refits_as_the_counts_grow():
-    m = make_model("mnb", alpha="auto")
-    xs = [{"text": t} for t in DOCS]
-    m.learn_many(xs[:2], LABELS[:2])
-    first = m._components[0]._alpha()
-    for _ in range(5):
-        m.learn_many(xs, LABELS)
-    comp = m._components[0]
-    assert comp._alpha() != first
-    assert comp._alpha() == evidence_alpha(comp.table.sorted_counts(), comp.totals, comp.vocabulary)
+@pytest.mark.parametrize(("name", "opts"), AUTO_MODELS)
+def test_auto_alpha_under_merge(name, opts):
+    """A merge refits alpha on the merged counts at once; from the next refit point of the summed
+    event count on, the merged model has the sequential model's alpha (to rounding of the sums)."""
+    xs, ys = [{"text": t} for t in DOCS * 7], LABELS * 7
+    a = _learn_in(make_model(name, alpha="auto", **opts), xs[:20], ys[:20], [5, 15], predict=True)
+    b = _learn_in(make_model(name, alpha="auto", **opts), xs[20:50], ys[20:50], [30])
+    a.merge(b)
+    assert a._components[0]._alpha() == _evidence_fit(a) != _evidence_fit(b)
+    assert np.array_equal(_restored(a).predict_log_proba_many(xs), a.predict_log_proba_many(xs))
+    a.learn_many(xs[50:64], ys[50:64])  # 64 events in all: a refit point
+    seq = make_model(name, alpha="auto", **opts)
+    seq.learn_many(xs[:64], ys[:64])
+    assert a._components[0]._alpha() == pytest.approx(seq._components[0]._alpha(), rel=1e-12)
+    np.testing.assert_allclose(a.predict_log_proba_many(xs), seq.predict_log_proba_many(xs),
+                               rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["mnb", "cnb", "nb"])
+def test_the_default_alpha_is_auto_on_counts_and_one_under_transforms(name):
+    xs, ys = [{"text": t} for t in DOCS * 2], LABELS * 2
+    plain, auto = make_model(name), make_model(name, alpha="auto")
+    plain.learn_many(xs, ys)
+    auto.learn_many(xs, ys)
+    assert plain.params()["alpha"] is None and plain._components[0]._alpha() != 1.0
+    assert np.array_equal(plain.predict_log_proba_many(xs), auto.predict_log_proba_many(xs))
+    assert _restored(plain).params()["alpha"] is None
+    for transform in ({"tf": "log"}, {"idf": True}, {"length_norm": "l2"}):
+        weighted, laplace = make_model(name, **transform), make_model(name, alpha=1.0, **transform)
+        weighted.learn_many(xs, ys)
+        laplace.learn_many(xs, ys)
+        assert np.array_equal(weighted.predict_log_proba_many(xs), laplace.predict_log_proba_many(xs))
+
+
+@pytest.mark.parametrize(("name", "opts"), [("mnb", {}), ("cnb", {"norm": True}), ("bnb", {}), ("nb", {}),
+                                            ("mnb", {"tf": "log", "idf": True})])
+def test_big_batches_in_parts_give_the_same_model(monkeypatch, name, opts):
+    """A batch is scored (and, with plain counts, learned) in parts of about ENTRY_CHUNK token
+    entries: the same state and predictions as in one piece."""
+    import streambayes.models.base as base
+
+    xs = [{"text": t, "tld": "biz" if i % 3 else "org"} for i, t in enumerate(DOCS * 4)]
+    ys = LABELS * 4
+    whole = make_model(name, **opts)
+    whole.learn_many(xs, ys)
+    monkeypatch.setattr(base, "ENTRY_CHUNK", 7)
+    assert len(base._row_chunks(whole.featurize(xs))) > 5
+    parts = make_model(name, **opts)
+    parts.learn_many(xs, ys)
+    assert np.array_equal(parts.predict_log_proba_many(xs), whole.predict_log_proba_many(xs))
+    monkeypatch.setattr(base, "ENTRY_CHUNK", 4096)
+    assert np.array_equal(parts.predict_log_proba_many(xs), whole.predict_log_proba_many(xs))
+    a, b = parts.to_state(), whole.to_state()
+    for got, want in zip(a["components"], b["components"], strict=True):
+        for key in ("counts", "totals"):
+            if key in want:
+                assert np.array_equal(got[key], want[key])

@@ -38,6 +38,9 @@ from streambayes.runtime.records.sources import FileSource, Format, Source
 DEAD_LETTER_TOPIC = "dead-letters"
 DEFAULT_DEAD_LETTER_FILE = "streambayes-dead-letters.jsonl"
 logger = logging.getLogger(__name__)
+# the largest mini-batch by default: predicting 256 events with the model of the batch's start cost
+# 0.3 points of accuracy on enron1-3 (three mailboxes one after another) against per-event scoring
+DEFAULT_BATCH_SIZE = 8
 
 
 @dataclass
@@ -50,7 +53,7 @@ class ReplayResult:
     dead_letters: Counter[str] = field(default_factory=Counter)
     dead_letter_path: Path | None = None
     seconds: float = 0.0
-    batch_size: int = 256  # the largest mini-batch; batches grow 1, 2, 4, ... up to it
+    batch_size: int = DEFAULT_BATCH_SIZE  # the largest mini-batch; batches grow 1, 2, 4, ... up to it
     batches: int = 0
     fields: FieldKinds = field(default_factory=FieldKinds)  # the events' fields and their kinds
     models: Mapping[str, Any] = field(default_factory=dict)
@@ -173,7 +176,7 @@ def replay(
     models: Mapping[str, Learner],
     dead_letters: Sink,
     *,
-    batch_size: int = 256,
+    batch_size: int = DEFAULT_BATCH_SIZE,
     limit: int | None = None,
     positive: str | None = None,
     on_batch: Callable[[ReplayResult], None] | None = None,
@@ -261,7 +264,7 @@ class FileReplay:
     text_field: str | None = None
     key_field: str | None = None
     limit: int | None = None
-    batch_size: int = 256
+    batch_size: int = DEFAULT_BATCH_SIZE
     positive: str | None = None
     dead_letter: Path | None = None
     report: Path | None = None
