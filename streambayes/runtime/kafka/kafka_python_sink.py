@@ -43,6 +43,7 @@ class _Message:
 def never_succeeds(exc: BaseException) -> bool:
     """Whether a send error cannot succeed however often it is retried.
 
+    >>> from kafka.errors import MessageSizeTooLargeError
     >>> never_succeeds(MessageSizeTooLargeError()), never_succeeds(KafkaError("timed out"))
     (True, False)
     """
