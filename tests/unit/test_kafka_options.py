@@ -87,3 +87,21 @@ def test_an_option_no_client_knows_exits_2_naming_it(monkeypatch, capsys, tmp_pa
     status = main(["learn", "--source", "kafka://127.0.0.1:9/t", "--snapshots", str(tmp_path)])
     err = capsys.readouterr().err
     assert status == 2 and "'sesion_timeout_ms'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_producer_options_may_set_what_the_sink_sets_itself(monkeypatch):
+    """linger_ms or acks in STREAMBAYES_KAFKA_PRODUCER_OPTIONS used to raise TypeError (the same
+    keyword twice); the user's value wins."""
+    from streambayes.runtime.kafka import kafka_python_sink
+
+    made = []
+
+    class FakeProducer:
+        DEFAULT_CONFIG = {"max_request_size": 1_048_576}
+
+        def __init__(self, **kwargs):
+            made.append(kwargs)
+
+    monkeypatch.setattr(kafka_python_sink, "KafkaProducer", FakeProducer)
+    kafka_python.KafkaSink("h:1", options={"linger_ms": 20, "acks": 1})
+    assert made[-1]["linger_ms"] == 20 and made[-1]["acks"] == 1

@@ -68,8 +68,8 @@ class KafkaSink:
                  backoff: tuple[float, float] = (0.1, 5.0)) -> None:
         self.stop = stop or threading.Event()
         self.count = 0
-        base = dict(bootstrap_servers=bootstrap, acks="all", linger_ms=linger_ms,
-                    **dict(options or {}))
+        base = {"bootstrap_servers": bootstrap, "acks": "all", "linger_ms": linger_ms,
+                **dict(options or {})}  # the user's producer options win
         base.setdefault("bootstrap_timeout_ms", _BOOTSTRAP_MS)
         self.max_bytes = int(base.get("max_request_size", KafkaProducer.DEFAULT_CONFIG[
             "max_request_size"])) - _RECORD_OVERHEAD
