@@ -230,6 +230,7 @@ class MultinomialNB(_TokenFace, pure.MultinomialNB, base.MiniBatchClassifier):
         self._class_counts[c] += w
         self._components[0].learn_buckets(c, fast, w)
         self.n_events += 1
+        self._refit_due()  # alpha="auto" refits at the same event counts as learn_many
 
     def predict_proba_one(self, x, **kwargs) -> dict:
         fast = self._fast_buckets(x) if len(self._classes) else None

@@ -152,13 +152,15 @@ class Observer:
 
 
 def source_lag(source: Any) -> Callable[[], dict[tuple[str, int], int]] | None:
-    """A lag probe for a Kafka source (records between its next offsets and the end offsets of
-    its partitions); None for a source that cannot tell (a file)."""
-    if not (hasattr(source, "end_offsets") and hasattr(source, "positions")):
+    """A lag probe for a Kafka source (records between its next offsets and the end offsets its
+    fetches last saw); None for a source that cannot tell (a file). It never sends a request: an
+    offsets request from the loop's thread disturbed kafka-python's group after a broker restart
+    (members stopped fetching; ``tests/integration/test_broker_faults.py``)."""
+    if not (hasattr(source, "known_ends") and hasattr(source, "positions")):
         return None
 
     def probe() -> dict[tuple[str, int], int]:
-        ends = source.end_offsets()
+        ends = source.known_ends()  # what the fetches saw: no request to the broker
         read = source.positions().get(source.topic, {})
         return {(source.topic, p): max(0, end - int(read.get(str(p), end))) for p, end in ends.items()}
 

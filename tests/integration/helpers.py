@@ -97,7 +97,11 @@ def canonical_state(state: dict) -> dict:
     """A learner state with every per-class array in sorted class order (for exact comparison).
 
     Class order is the order of first appearance, which differs between equal streams read
-    in a different interleaving; the statistics themselves must match exactly."""
+    in a different interleaving; the statistics themselves must match exactly. A fitted
+    ``alpha="auto"`` is refitted to the final counts first: a merge refits it on the merged counts,
+    one learner at its last refit point (an event count), so only the counts are comparable as
+    they stand."""
+    state = _refitted(state)
     classes = list(state["classes"])
     order = np.argsort(np.array(classes, dtype=object).astype(str), kind="stable")
 
@@ -114,6 +118,17 @@ def canonical_state(state: dict) -> dict:
     out = walk(state)
     out["classes"] = sorted(classes, key=str)
     return out
+
+
+def _refitted(state: dict) -> dict:
+    params = state.get("params") if isinstance(state, dict) else None
+    if not isinstance(params, dict) or params.get("alpha", 1.0) not in (None, "auto"):
+        return state
+    from streambayes.models import model_from_state
+
+    model = model_from_state(state)
+    model.refit_alpha()
+    return model.to_state()
 
 
 def assert_states_equal(a, b, path: str = "state") -> None:

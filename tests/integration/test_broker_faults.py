@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
+
 from streambayes.devtools.group_kills import Members
 from streambayes.devtools.kills import _Producer, crash_case, events_in, learn_command, learn_file
 from streambayes.runtime.kafka import kafka_python
@@ -21,14 +23,15 @@ STALL = float(os.environ.get("BROKER_STALL_SECONDS", 30))
 OPTIONS = ["--every", "500", "--every-seconds", "0.5", "--batch-size", "250"]
 
 
-def test_learners_ride_out_broker_restarts_and_a_stall(own_broker, tmp_path):
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_learners_ride_out_broker_restarts_and_a_stall(own_broker, tmp_path, client):
     assert own_broker.persistent, "a broker restart needs a log on disk (Apache Kafka, not Tansu)"
     bootstrap = own_broker.bootstrap
     topic = f"faults-{os.getpid()}-{time.monotonic_ns()}"
     kafka_python.create_topic(bootstrap, topic, 2)
     make, options, _ = crash_case("nb", sms_path().parents[1])
     snaps = tmp_path / "snaps"
-    env = {**os.environ, "STREAMBAYES_KAFKA_GROUP": f"learners-{topic}",
+    env = {**os.environ, "STREAMBAYES_KAFKA_GROUP": f"learners-{topic}", "STREAMBAYES_KAFKA_CLIENT": client,
            "STREAMBAYES_KAFKA_CONNECT_DEADLINE": "120"}
     members = Members(learn_command(f"kafka://{bootstrap}/{topic}", snaps, [*options, *OPTIONS]), env,
                       tmp_path / "learners.log")

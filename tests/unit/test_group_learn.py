@@ -107,6 +107,7 @@ def reference_state(group: FakeGroup):
     loop = LearnLoop(MemorySource({"all": records}), Decoder("jsonl"), MemorySnapshotStore(),
                      lambda: make_model("nb"), "nb", calibrate=False)
     loop.run()
+    loop.model.refit_alpha()  # alpha="auto": the merge of the shards refits on the merged counts
     return loop.model.to_state(), loop.events_total
 
 
@@ -172,6 +173,22 @@ def test_a_shard_written_by_another_member_is_restored_from_it_not_overwritten()
     assert ga.shards[0].view.next == a.next[0] == 39 and ga.shards[0].loop.events_total == 37
     drive(ga, a, 1)  # a reads on from b's snapshot: its next checkpoint extends it exactly
     assert [i.id for i in ga.checkpoint()] == ["000002"]
+
+
+def test_a_revoked_shard_another_member_wrote_is_dropped_once():
+    """The revoke's checkpoint finds the shard written by its new owner: it is dropped there, not
+    written over, and the revoke must not drop it a second time (a KeyError in the callback)."""
+    group, store = FakeGroup({0: 60}), MemorySnapshotStore()
+    a, b = FakeMember(group, "a"), FakeMember(group, "b")
+    ga, gb = learner(a, store), learner(b, store)
+    a.pending.append(("assigned", [0]))
+    drive(ga, a, 1)
+    b.pending.append(("assigned", [0]))
+    drive(gb, b, 3)
+    gb.checkpoint()
+    a.pending.append(("revoked", [0]))  # a hears only now that it lost partition 0
+    drive(ga, a, 1)
+    assert ga.shards == {} and store.child(shard_name(TOPIC, 0)).ids() == ["000001"]
 
 
 def test_records_already_in_a_shard_are_not_learned_again():

@@ -105,3 +105,15 @@ def test_producer_options_may_set_what_the_sink_sets_itself(monkeypatch):
     monkeypatch.setattr(kafka_python_sink, "KafkaProducer", FakeProducer)
     kafka_python.KafkaSink("h:1", options={"linger_ms": 20, "acks": 1})
     assert made[-1]["linger_ms"] == 20 and made[-1]["acks"] == 1
+
+
+@pytest.mark.parametrize("module", ["kafka_python_sink", "confluent_sink", "kafka_python", "confluent"])
+def test_each_kafka_module_imports_first(module):
+    """The sinks were split out of their client modules: importing either first must work."""
+    import subprocess
+    import sys
+
+    code = (f"import streambayes.runtime.kafka.{module}; "
+            "from streambayes.runtime.kafka import confluent, kafka_python; "
+            "assert confluent.KafkaSink and kafka_python.KafkaSink and kafka_python.never_succeeds")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0

@@ -172,10 +172,16 @@ def test_an_aborted_batch_is_rewound_and_served_again(tmp_path):
     data = batches(3, 4)
     source = Source([data[0], data[1], data[1], data[2]], stop, consumer=True)  # re-read after a seek
     txn = FakeTransactions(fail=2)
+    from streambayes.runtime.observe import Observer
+
+    observer = Observer("predict", every=1e9)
     loop = ExactlyOncePredictLoop(source, Decoder("jsonl", require_label=False), watcher(tmp_path),
-                                  txn, "out", stop=stop, stop_at_end=False)
+                                  txn, "out", stop=stop, stop_at_end=False, observer=observer)
     loop._backoff.first = loop._backoff.delay = 0.001
     stats = loop.run()
+    assert (observer.records_total, observer.events_total) == (12, 12)  # committed batches only
+    assert observer.registry.get_sample_value("streambayes_latency_seconds_count",
+                                              {"role": "predict"}) == 12
     assert source._consumer.seeks == [(0, 4)]  # the aborted batch's first offset
     assert txn.committed == [{0: 4}, {0: 8}, {0: 12}]
     assert sorted(txn.sent) == sorted(f"e{i}" for i in range(12))  # each once

@@ -320,6 +320,13 @@ class AssignedSource:
     def end_offsets(self) -> dict[int, int]:
         return {p: high for p, (_low, high) in self._watermarks().items()}
 
+    def known_ends(self) -> dict[int, int]:
+        """End offsets of the held partitions as the last fetches saw them (for lag): no request,
+        so a progress line never disturbs the group or waits on a broker that is away."""
+        held = [tp for tp in self._consumer.assignment() if tp.topic == self.topic]
+        ends = {tp.partition: self._consumer.get_watermark_offsets(tp, cached=True)[1] for tp in held}
+        return {p: end for p, end in ends.items() if end is not None and end >= 0}
+
     def beginning_offsets(self) -> dict[int, int]:
         return {p: low for p, (low, _high) in self._watermarks().items()}
 
@@ -375,11 +382,12 @@ class GroupSource:
     def positions(self) -> Positions:
         return {self.topic: {str(p): off for p, off in sorted(self._next.items())}}
 
-    def end_offsets(self) -> dict[int, int]:
-        """End offsets of the partitions the group gives this member (for lag)."""
+    def known_ends(self) -> dict[int, int]:
+        """End offsets of the held partitions as the last fetches saw them (for lag): no request,
+        so a progress line never disturbs the group or waits on a broker that is away."""
         held = [tp for tp in self._consumer.assignment() if tp.topic == self.topic]
-        return {tp.partition: self._consumer.get_watermark_offsets(tp, timeout=_TIMEOUT, cached=False)[1]
-                for tp in held}
+        ends = {tp.partition: self._consumer.get_watermark_offsets(tp, cached=True)[1] for tp in held}
+        return {p: end for p, end in ends.items() if end is not None and end >= 0}
 
     def seek(self, positions: Mapping[str, Mapping[str, int]]) -> None:
         raise BrokerError("a consumer-group source resumes from the group's committed offsets")
@@ -434,4 +442,11 @@ def wait_for_records(bootstrap: str, topic: str, count: int, *, timeout: float =
     return out
 
 
-from streambayes.runtime.kafka.confluent_sink import KafkaSink, never_succeeds  # noqa: E402,F401 (re-export)
+def __getattr__(name: str):
+    """``KafkaSink`` and ``never_succeeds`` live in :mod:`.confluent_sink` (imported on first use, so
+    either module may be imported first)."""
+    if name in ("KafkaSink", "never_succeeds"):
+        from streambayes.runtime.kafka import confluent_sink
+
+        return getattr(confluent_sink, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -217,6 +217,13 @@ class AssignedSource:
         tps = [TopicPartition(self.topic, p) for p in self.assigned]
         return {tp.partition: off for tp, off in self._consumer.end_offsets(tps).items()}
 
+    def known_ends(self) -> dict[int, int]:
+        """End offsets of the held partitions as the last fetches saw them (for lag): no request,
+        so a progress line never disturbs the group or waits on a broker that is away."""
+        held = [tp for tp in self._consumer.assignment() if tp.topic == self.topic]
+        ends = {tp.partition: self._consumer.highwater(tp) for tp in held}
+        return {p: end for p, end in ends.items() if end is not None}
+
     def beginning_offsets(self) -> dict[int, int]:
         tps = [TopicPartition(self.topic, p) for p in self.assigned]
         return {tp.partition: off for tp, off in self._consumer.beginning_offsets(tps).items()}
@@ -270,10 +277,12 @@ class GroupSource:
     def positions(self) -> Positions:
         return {self.topic: {str(p): off for p, off in sorted(self._next.items())}}
 
-    def end_offsets(self) -> dict[int, int]:
-        """End offsets of the partitions the group gives this member (for lag)."""
-        tps = [tp for tp in self._consumer.assignment() if tp.topic == self.topic]
-        return {tp.partition: off for tp, off in self._consumer.end_offsets(tps).items()} if tps else {}
+    def known_ends(self) -> dict[int, int]:
+        """End offsets of the held partitions as the last fetches saw them (for lag): no request,
+        so a progress line never disturbs the group or waits on a broker that is away."""
+        held = [tp for tp in self._consumer.assignment() if tp.topic == self.topic]
+        ends = {tp.partition: self._consumer.highwater(tp) for tp in held}
+        return {p: end for p, end in ends.items() if end is not None}
 
     def seek(self, positions: Mapping[str, Mapping[str, int]]) -> None:
         raise BrokerError("a consumer-group source resumes from the group's committed offsets")
@@ -327,4 +336,11 @@ def wait_for_records(bootstrap: str, topic: str, count: int, *, timeout: float =
     return out
 
 
-from streambayes.runtime.kafka.kafka_python_sink import KafkaSink, never_succeeds  # noqa: E402,F401 (re-export)
+def __getattr__(name: str):
+    """``KafkaSink`` and ``never_succeeds`` live in :mod:`.kafka_python_sink` (imported on first use, so
+    either module may be imported first)."""
+    if name in ("KafkaSink", "never_succeeds"):
+        from streambayes.runtime.kafka import kafka_python_sink
+
+        return getattr(kafka_python_sink, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,7 +16,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from streambayes.errors import BrokerError
-from streambayes.runtime.kafka.confluent import _TIMEOUT, _consumer_config, _ErrorLog, _poll, _usable
+from streambayes.runtime.kafka.confluent import _consumer_config, _ErrorLog, _poll, _usable
 from streambayes.runtime.records.sources import Record
 from streambayes.runtime.retry import Backoff
 
@@ -100,11 +100,12 @@ class MemberSource:
         """{topic: {partition: next offset}} of the partitions held and read."""
         return {self.topic: {str(p): off for p, off in sorted(self._next.items())}}
 
-    def end_offsets(self) -> dict[int, int]:
-        """End offsets of the partitions this member holds (for lag)."""
+    def known_ends(self) -> dict[int, int]:
+        """End offsets of the held partitions as the last fetches saw them (for lag): no request,
+        so a progress line never disturbs the group or waits on a broker that is away."""
         held = [tp for tp in self._consumer.assignment() if tp.topic == self.topic]
-        return {tp.partition: self._consumer.get_watermark_offsets(tp, timeout=_TIMEOUT,
-                                                                   cached=False)[1] for tp in held}
+        ends = {tp.partition: self._consumer.get_watermark_offsets(tp, cached=True)[1] for tp in held}
+        return {p: end for p, end in ends.items() if end is not None and end >= 0}
 
     def close(self) -> None:
         self._consumer.close()

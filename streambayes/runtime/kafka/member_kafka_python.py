@@ -124,10 +124,12 @@ class MemberSource:
         """{topic: {partition: next offset}} of the partitions held and read."""
         return {self.topic: {str(p): off for p, off in sorted(self._next.items())}}
 
-    def end_offsets(self) -> dict[int, int]:
-        """End offsets of the partitions this member holds (for lag)."""
-        tps = [tp for tp in self._consumer.assignment() if tp.topic == self.topic]
-        return {tp.partition: off for tp, off in self._consumer.end_offsets(tps).items()} if tps else {}
+    def known_ends(self) -> dict[int, int]:
+        """End offsets of the held partitions as the last fetches saw them (for lag): no request,
+        so a progress line never disturbs the group or waits on a broker that is away."""
+        held = [tp for tp in self._consumer.assignment() if tp.topic == self.topic]
+        ends = {tp.partition: self._consumer.highwater(tp) for tp in held}
+        return {p: end for p, end in ends.items() if end is not None}
 
     def close(self) -> None:
         self._consumer.close(autocommit=False)

@@ -53,6 +53,7 @@ class ExactlyOncePredictLoop(PredictLoop):
     def _serve(self, records: list) -> None:
         batch = next_offsets(records)
         before = copy.deepcopy(self.stats)
+        observer, self.observer = self.observer, (_Deferred() if self.observer is not None else None)
         try:
             self.transactions.exactly_once(lambda: self._publish(records), self.consumer,
                                            self.source.topic,
@@ -63,10 +64,32 @@ class ExactlyOncePredictLoop(PredictLoop):
                    {p: first for p, (first, _after) in batch.items()})
             self._backoff.wait()
             return
+        finally:
+            deferred, self.observer = self.observer, observer
+        if deferred is not None:
+            deferred.apply(observer)  # the figures of committed batches only
         self._backoff.reset()
 
     def _settle(self, force: bool = False) -> None:
         """Nothing to settle: each batch committed its offsets in its transaction."""
+
+
+class _Deferred:
+    """The observer calls of one transaction, applied once it commits: an aborted batch is served
+    again after the rewind, and must be counted once."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        def record(*args: Any) -> None:
+            self.calls.append((name, tuple(a if isinstance(a, (int, float, str)) else list(a)
+                                           for a in args)))
+        return record
+
+    def apply(self, observer: Any) -> None:
+        for name, args in self.calls:
+            getattr(observer, name)(*args)
 
 
 def kafka_targets(source: str, sink: str, dead_letter: str | None) -> tuple[KafkaURI, KafkaURI,

@@ -165,7 +165,8 @@ class GroupLearner:
             self.checkpoint(held)
         finally:
             for p in held:
-                self._drop(p)
+                if p in self.shards:  # a shard another member wrote was dropped by the checkpoint
+                    self._drop(p)
         logger.info("revoked %s[%s]: checkpointed and dropped", self.topic,
                     ",".join(map(str, held)))
 
