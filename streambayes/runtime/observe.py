@@ -144,6 +144,14 @@ class Observer:
             parts.append(f"snapshot {self._snapshot_id} {self.clock() - self._snapshot_at:,.0f} s old")
         return ", ".join(parts)
 
+    def __enter__(self) -> Observer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """The last progress line (the totals of the run), then the endpoint closes."""
+        self.tick(force=True)
+        self.close()
+
     def close(self) -> None:
         if self.server is not None:
             self.server.shutdown()

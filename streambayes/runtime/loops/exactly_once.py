@@ -140,18 +140,15 @@ def run_exactly_once(job: Any, settings: Any, stop: Any,
                                  stop=stop)
         try:
             restore = partial(restore_model, bounds=per_key_bounds(job), **store_options(settings))
-            loop = ExactlyOncePredictLoop(
-                source, decoder, ModelWatcher(stores, restore, per_key=job.per_key), sink,
-                sink_uri.topic, None if dead_uri is None else dead_uri.topic,
-                batch_size=job.batch_size, clues=job.clues, reload_seconds=job.reload_seconds,
-                wait_seconds=job.wait_seconds, stop_at_end=False, stop=stop, loss=job.loss,
-                calibrated=job.calibrated, freeze_gc=True,
-                observer=observer_for(job, "predict", source))
-            try:
+            with observer_for(job, "predict", source) as observer:
+                loop = ExactlyOncePredictLoop(
+                    source, decoder, ModelWatcher(stores, restore, per_key=job.per_key), sink,
+                    sink_uri.topic, None if dead_uri is None else dead_uri.topic,
+                    batch_size=job.batch_size, clues=job.clues, reload_seconds=job.reload_seconds,
+                    wait_seconds=job.wait_seconds, stop_at_end=False, stop=stop, loss=job.loss,
+                    calibrated=job.calibrated, freeze_gc=True,
+                    observer=observer)
                 stats = loop.run()
-            finally:
-                loop.observer.tick(force=True)
-                loop.observer.close()
             logger.info("%d transactions committed (%.1f ms each on average, slowest %.1f ms), "
                         "%d aborted (transactional id %s)", sink.transactions,
                         sink.seconds * 1000 / max(1, sink.transactions), sink.slowest * 1000,

@@ -330,18 +330,15 @@ def run_group_learn(job: Any, settings: Any, stop: threading.Event | None = None
         decoder = _decoder(source, job, limits=RecordLimits.from_settings(settings))
         config = {"source": job.source, "partitions": None, "label_field": job.label_field,
                   "format": decoder.format}
-        learner = GroupLearner(
-            source, decoder, store,
-            lambda: build_models([name or "nb"], job.network, job.label_field,
-                                 job.bounds)[name or "nb"],
-            name, dead_letters=dead, every=job.every, every_seconds=job.every_seconds,
-            batch_size=job.batch_size, stop=stop, config=config, calibrate=job.calibrate,
-            observer=observer_for(job, "learn", source))
-        try:
+        with observer_for(job, "learn", source) as observer:
+            learner = GroupLearner(
+                source, decoder, store,
+                lambda: build_models([name or "nb"], job.network, job.label_field,
+                                     job.bounds)[name or "nb"],
+                name, dead_letters=dead, every=job.every, every_seconds=job.every_seconds,
+                batch_size=job.batch_size, stop=stop, config=config, calibrate=job.calibrate,
+                observer=observer)
             return learner.run()
-        finally:
-            learner.observer.tick(force=True)
-            learner.observer.close()
     finally:
         source.close()
         if dead is not None:

@@ -51,18 +51,15 @@ def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = 
 
         config = {"source": job.source, "partitions": list(job.partitions or []) or None,
                   "label_field": job.label_field, "format": decoder.format}
-        loop = LearnLoop(source, decoder, store, make, "perkey" if job.per_key else name,
-                         dead_letters=dead, every=job.every,
-                         every_seconds=job.every_seconds, batch_size=job.batch_size,
-                         stop_at_end=isinstance(source, FileSource) and not job.follow, stop=stop,
-                         config=config, new_source=job.new_source, calibrate=job.calibrate,
-                         restore_model=restore, on_checkpoint=on_checkpoint,
-                         observer=observer_for(job, "learn", source))
-        try:
+        with observer_for(job, "learn", source) as observer:
+            loop = LearnLoop(source, decoder, store, make, "perkey" if job.per_key else name,
+                             dead_letters=dead, every=job.every,
+                             every_seconds=job.every_seconds, batch_size=job.batch_size,
+                             stop_at_end=isinstance(source, FileSource) and not job.follow, stop=stop,
+                             config=config, new_source=job.new_source, calibrate=job.calibrate,
+                             restore_model=restore, on_checkpoint=on_checkpoint,
+                             observer=observer)
             return loop.run()
-        finally:
-            loop.observer.tick(force=True)
-            loop.observer.close()
     finally:
         source.close()
         if dead is not None:

@@ -369,17 +369,14 @@ def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | Non
         try:
             restore = partial(restore_model, bounds=per_key_bounds(job), **store_options(settings))
             watcher = ModelWatcher(stores, restore, per_key=job.per_key)
-            loop = PredictLoop(source, decoder, watcher, sink, dead_letters=dead,
-                               batch_size=job.batch_size, clues=job.clues,
-                               reload_seconds=job.reload_seconds, wait_seconds=wait,
-                               stop_at_end=is_file and not job.follow, stop=stop, loss=job.loss,
-                               calibrated=job.calibrated, freeze_gc=True,
-                               observer=observer_for(job, "predict", source))
-            try:
+            with observer_for(job, "predict", source) as observer:
+                loop = PredictLoop(source, decoder, watcher, sink, dead_letters=dead,
+                                   batch_size=job.batch_size, clues=job.clues,
+                                   reload_seconds=job.reload_seconds, wait_seconds=wait,
+                                   stop_at_end=is_file and not job.follow, stop=stop,
+                                   loss=job.loss, calibrated=job.calibrated, freeze_gc=True,
+                                   observer=observer)
                 return loop.run()
-            finally:
-                loop.observer.tick(force=True)
-                loop.observer.close()
         finally:
             sink[0].close()
             if dead is not None:
