@@ -107,7 +107,8 @@ def test_producer_options_may_set_what_the_sink_sets_itself(monkeypatch):
     assert made[-1]["linger_ms"] == 20 and made[-1]["acks"] == 1
 
 
-@pytest.mark.parametrize("module", ["kafka_python_sink", "confluent_sink", "kafka_python", "confluent"])
+@pytest.mark.parametrize("module", ["kafka_python_sink", "confluent_sink", "confluent_admin",
+                                    "kafka_python", "confluent"])
 def test_each_kafka_module_imports_first(module):
     """The sinks were split out of their client modules: importing either first must work."""
     import subprocess

@@ -32,7 +32,6 @@ from confluent_kafka import (
     KafkaException,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from streambayes.errors import BrokerError, UsageError
 from streambayes.runtime.records.sources import Positions, Record
@@ -408,45 +407,16 @@ class GroupSource:
         self._consumer.close()
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int = 1, *,
-                 options: Mapping[str, Any] | None = None) -> bool:
-    """Create ``topic`` with ``partitions`` partitions; False if it already exists."""
-    admin = _usable(lambda: AdminClient(_config(bootstrap, {}, options)))
-    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
-                                  request_timeout=_TIMEOUT)
-    try:
-        futures[topic].result(timeout=3 * _TIMEOUT)
-        return True
-    except KafkaException as exc:
-        if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-            return False
-        raise BrokerError(f"cannot create topic {topic}: {exc.args[0].str()}") from exc
-
-
-def wait_for_records(bootstrap: str, topic: str, count: int, *, timeout: float = 30.0,
-                     options: Mapping[str, Any] | None = None) -> list[Record]:
-    """Read ``topic`` from the beginning of every partition until ``count`` records (tests, tools).
-
-    Raises :class:`~streambayes.errors.BrokerError` with what was found if ``timeout`` passes first.
-    """
-    source = AssignedSource(bootstrap, topic, options=options, refresh_seconds=0.5)
-    out: list[Record] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(out) < count and time.monotonic() < deadline:
-            out.extend(source.poll(10_000, timeout=0.2))
-    finally:
-        source.close()
-    if len(out) < count:
-        raise BrokerError(f"{topic}: found {len(out)} records, expected {count} within {timeout:g} s")
-    return out
-
-
 def __getattr__(name: str):
-    """``KafkaSink`` and ``never_succeeds`` live in :mod:`.confluent_sink` (imported on first use, so
-    either module may be imported first)."""
+    """``KafkaSink`` and ``never_succeeds`` live in :mod:`.confluent_sink`, ``create_topic`` and
+    ``wait_for_records`` in :mod:`.confluent_admin` (imported on first use, so any of the modules
+    may be imported first)."""
     if name in ("KafkaSink", "never_succeeds"):
         from streambayes.runtime.kafka import confluent_sink
 
         return getattr(confluent_sink, name)
+    if name in ("create_topic", "wait_for_records"):
+        from streambayes.runtime.kafka import confluent_admin
+
+        return getattr(confluent_admin, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
