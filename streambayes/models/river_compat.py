@@ -209,6 +209,9 @@ def _tokens_of(x, f, names: list, values: list) -> int:
 class MultinomialNB(_TokenFace, pure.MultinomialNB, base.MiniBatchClassifier):
     """River face of :class:`streambayes.models.MultinomialNB` (multinomial naive Bayes over tokens)."""
 
+    def __init__(self, alpha: float | str | None = 1.0, m: float | None = None, **kwargs) -> None:
+        super().__init__(alpha, m, **kwargs)  # alpha 1 as River's own MultinomialNB ("auto" on ask)
+
     def _more_tags(self) -> set:
         return {base.tags.POSITIVE_INPUT}  # counts, as River's own MultinomialNB
 
@@ -283,6 +286,9 @@ class BernoulliNB(_TokenFace, pure.BernoulliNB, base.MiniBatchClassifier):
 
 class ComplementNB(_TokenFace, pure.ComplementNB, base.MiniBatchClassifier):
     """River face of :class:`streambayes.models.ComplementNB` (Rennie et al. 2003)."""
+
+    def __init__(self, alpha: float | str | None = 1.0, norm: bool = False, **kwargs) -> None:
+        super().__init__(alpha, norm, **kwargs)  # alpha 1 as River's own ComplementNB
 
     def _more_tags(self) -> set:
         return {base.tags.POSITIVE_INPUT}  # counts, as River's own ComplementNB
