@@ -23,6 +23,9 @@ from streambayes.features.hashing import SEED, FeatureHasher, stable_hash
 from streambayes.features.text import Tokenizer
 
 LONG_WORD = 64  # bytes; longer words are hashed by mmh3 one at a time
+# characters per numpy pass: the pass's arrays take some 30 bytes per character, so a big batch of
+# long texts is hashed in several passes (the same ids) and never holds them all at once
+CHUNK_CHARS = 1 << 15
 # every ASCII character but [A-Za-z0-9_] to a space (the tokenizer's own table)
 _NON_WORD_TO_SPACE = str.maketrans({c: " " for c in map(chr, range(128)) if not (c.isalnum() or c == "_")})
 _C1, _C2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
@@ -58,15 +61,15 @@ def text_ids(texts: list[str], tokenizer: Tokenizer, hasher: FeatureHasher,
     mask = hasher.n_features - 1
     fast = [i for i, t in enumerate(texts) if t.isascii()] if tokenizer.plain_words else []
     if len(fast) == len(texts):
-        return ascii_word_ids(texts, tokenizer.lowercase, mask, tokenizer.min_token_length)
+        return _ascii_in_passes(texts, tokenizer.lowercase, mask, tokenizer.min_token_length)
     slow = sorted(set(range(len(texts))).difference(fast))
     words = [tokenizer(texts[i]) for i in slow]
     parts = [(np.array(slow, np.int64), _indptr([len(w) for w in words]),
               hasher.bucket_array([t for w in words for t in w]))]
     if fast:
         parts.append((np.array(fast, np.int64),
-                      *ascii_word_ids([texts[i] for i in fast], tokenizer.lowercase, mask,
-                                      tokenizer.min_token_length)))
+                      *_ascii_in_passes([texts[i] for i in fast], tokenizer.lowercase, mask,
+                                        tokenizer.min_token_length)))
     counts = np.zeros(len(texts), np.int64)
     for at, indptr, _ in parts:
         counts[at] = np.diff(indptr)
@@ -75,6 +78,24 @@ def text_ids(texts: list[str], tokenizer: Tokenizer, hasher: FeatureHasher,
     for at, sub, sub_ids in parts:  # each part's words to where its texts' words go
         ids[np.repeat(indptr[at] - sub[:-1], np.diff(sub)) + np.arange(len(sub_ids))] = sub_ids
     return indptr, ids
+
+
+def _ascii_in_passes(texts: list[str], lowercase: bool, mask: int, min_length: int,
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`ascii_word_ids` in passes of about ``CHUNK_CHARS`` characters (whole texts; a word
+    never spans two texts, so the ids are the same as in one pass)."""
+    passes, start, size = [], 0, 0
+    for i, text in enumerate(texts):
+        size += len(text) + 1
+        if size >= CHUNK_CHARS:
+            passes.append(ascii_word_ids(texts[start:i + 1], lowercase, mask, min_length))
+            start, size = i + 1, 0
+    if start < len(texts) or not passes:
+        passes.append(ascii_word_ids(texts[start:], lowercase, mask, min_length))
+    if len(passes) == 1:
+        return passes[0]
+    counts = np.concatenate([np.diff(indptr) for indptr, _ in passes])
+    return _indptr(counts), np.concatenate([ids for _, ids in passes])
 
 
 def _indptr(counts) -> np.ndarray:

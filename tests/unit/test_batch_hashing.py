@@ -130,3 +130,13 @@ def test_lone_surrogates_hash_in_a_batch_as_alone():
 def test_cache_size_must_be_a_count(bad):
     with pytest.raises(FeatureError, match="cache_size"):
         FeatureHasher(N_FEATURES, cache_size=bad)
+
+
+@pytest.mark.parametrize("chunk", [1, 500, 5_000, 1 << 30])
+def test_hashing_in_passes_gives_the_ids_of_one_pass(monkeypatch, chunk):
+    """A big batch is hashed in passes of CHUNK_CHARS characters (bounded arrays): same ids."""
+    from streambayes.features import ascii_words
+
+    texts = enron_sample(300) + ["", "x", "   "]
+    monkeypatch.setattr(ascii_words, "CHUNK_CHARS", chunk)
+    assert featurized(Featurizer(n_features=N_FEATURES), texts, 1000) == reference(texts)
