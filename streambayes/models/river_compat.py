@@ -141,7 +141,21 @@ class _RiverFace:
         return proba.idxmax(axis="columns")
 
 
-class _TokenFace(_RiverFace):
+class _ByBatch(_RiverFace):
+    """Faces whose events become a batch of their own (token counts, mixed counts): one event is
+    a batch of one."""
+
+    def learn_one(self, x, y, w: float = 1.0, **kwargs) -> None:
+        self.learn_many([x], [y], [w])
+
+    def predict_proba_one(self, x, **kwargs) -> dict:
+        if not len(self._classes):
+            return {}
+        proba = self.predict_proba_many([x])[0]
+        return dict(zip(self._classes.values, proba.tolist(), strict=True))
+
+
+class _TokenFace(_ByBatch):
     """Token models: every feature of an event is a token count (see the module's notes)."""
 
     def _events(self, X) -> Batch:
@@ -161,14 +175,6 @@ class _TokenFace(_RiverFace):
         tokens = SparseRows(indptr, ids, np.array(values, np.float64))
         return Batch(len(xs), tokens, {}, {})
 
-    def learn_one(self, x, y, w: float = 1.0, **kwargs) -> None:
-        self.learn_many([x], [y], [w])
-
-    def predict_proba_one(self, x, **kwargs) -> dict:
-        if not len(self._classes):
-            return {}
-        proba = self.predict_proba_many([x])[0]
-        return dict(zip(self._classes.values, proba.tolist(), strict=True))
 
     def predict_one(self, x, **kwargs):
         proba = self.predict_proba_one(x)
@@ -294,7 +300,7 @@ class ComplementNB(_TokenFace, pure.ComplementNB, base.MiniBatchClassifier):
         return {base.tags.POSITIVE_INPUT}  # counts, as River's own ComplementNB
 
 
-class NaiveBayes(_RiverFace, pure.NaiveBayes, base.MiniBatchClassifier):
+class NaiveBayes(_ByBatch, pure.NaiveBayes, base.MiniBatchClassifier):
     """River face of :class:`streambayes.models.NaiveBayes` (tokens + categories + Gaussians);
     ``numeric`` says how numbers are read: ``"gaussian"``, ``"counts"`` or ``"auto"`` (see the module)."""
 
@@ -344,14 +350,6 @@ class NaiveBayes(_RiverFace, pure.NaiveBayes, base.MiniBatchClassifier):
                             np.concatenate([tok.values, np.array(values, np.float64)])[order])
         return Batch(batch.n, tokens, batch.categorical, batch.numeric)
 
-    def learn_one(self, x, y, w: float = 1.0, **kwargs) -> None:
-        self.learn_many([x], [y], [w])
-
-    def predict_proba_one(self, x, **kwargs) -> dict:
-        if not len(self._classes):
-            return {}
-        proba = self.predict_proba_many([x])[0]
-        return dict(zip(self._classes.values, proba.tolist(), strict=True))
 
 
 class CategoricalNB(_RiverFace, pure.CategoricalNB, base.MiniBatchClassifier):

@@ -156,6 +156,20 @@ def _poll(consumer: Consumer, max_records: int, timeout: float, topic: str,
     return out
 
 
+def commit_for_lag(consumer: Consumer, topic: str, positions: Mapping[str, Mapping[str, int]],
+                   owned: Any = None) -> None:
+    """Commit ``positions[topic]`` (of the ``owned`` partitions, if given) for lag monitoring:
+    best effort, a failure is a warning."""
+    offsets = [TopicPartition(topic, int(p), int(off)) for p, off in positions.get(topic, {}).items()
+               if owned is None or int(p) in owned]
+    if not offsets:
+        return
+    try:
+        consumer.commit(offsets=offsets, asynchronous=False)
+    except KafkaException as exc:
+        logger.warning("offset commit for lag monitoring failed: %s", exc.args[0].str())
+
+
 def _config(bootstrap: str, defaults: Mapping[str, Any],
             options: Mapping[str, Any] | None) -> dict[str, Any]:
     """Client properties: ours, then ``options``; librdkafka logs to Python logging (errors
@@ -295,14 +309,7 @@ class AssignedSource:
         """Commit ``positions`` to the consumer group, for lag monitoring only (best effort)."""
         if self.group is None:
             return
-        offsets = [TopicPartition(self.topic, int(p), int(off))
-                   for p, off in positions.get(self.topic, {}).items() if int(p) in self.assigned]
-        if not offsets:
-            return
-        try:
-            self._consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as exc:
-            logger.warning("offset commit for lag monitoring failed: %s", exc.args[0].str())
+        commit_for_lag(self._consumer, self.topic, positions, self.assigned)
 
     # -- ranges for replay ----------------------------------------------------------------------
     def _watermarks(self) -> dict[int, tuple[int, int]]:

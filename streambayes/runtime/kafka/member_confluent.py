@@ -16,7 +16,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from streambayes.errors import BrokerError
-from streambayes.runtime.kafka.confluent import _consumer_config, _ErrorLog, _poll, _usable
+from streambayes.runtime.kafka.confluent import _consumer_config, _ErrorLog, _poll, _usable, commit_for_lag
 from streambayes.runtime.records.sources import Record
 from streambayes.runtime.retry import Backoff
 
@@ -87,14 +87,7 @@ class MemberSource:
 
     def commit(self, positions: Mapping[str, Mapping[str, int]]) -> None:
         """Commit ``positions`` for lag monitoring (best effort)."""
-        offsets = [TopicPartition(self.topic, int(p), int(off))
-                   for p, off in positions.get(self.topic, {}).items()]
-        if not offsets:
-            return
-        try:
-            self._consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as exc:
-            logger.warning("offset commit for lag monitoring failed: %s", exc.args[0].str())
+        commit_for_lag(self._consumer, self.topic, positions)
 
     def positions(self) -> dict[str, dict[str, int]]:
         """{topic: {partition: next offset}} of the partitions held and read."""

@@ -217,12 +217,12 @@ def replay(
                 _send(dead_letters, result, item)
             else:
                 good.append(item)
-        if good and not result.fields.values:  # the first events: warn of models that see nothing
-            result.fields.observe(d.x for d in good)
+        first = good and not result.fields.values
+        result.fields.observe(d.x for d in good)
+        if first:  # the first events: warn of models that see nothing
             for name, used in result.fields_used().items():
                 if used == [] and result.fields.values:
                     logger.warning(unused_warning(name, result.fields))
-        result.fields.observe(d.x for d in good)
         try:
             xs = [{**d.x, KEY: d.event.key} for d in good] if per_key else [d.x for d in good]
             base = getattr(result.run, "position", None)
