@@ -57,16 +57,38 @@ class Members:
 
     def start(self) -> None:
         with open(self.log, "ab") as out:
-            self.live.append(subprocess.Popen(self.command, stdout=out, stderr=out, env=self.env))
+            out.write(f"--- member {self.started} starts\n".encode())
+            out.flush()
+            proc = subprocess.Popen(self.command, stdout=out, stderr=out, env=self.env)
+        self.live.append(proc)
         self.started += 1
+
+    def _why(self) -> str:
+        """The learner's own last words in the shared log (its errors and final lines), so a
+        failure in CI can be read without the temporary directory."""
+        try:
+            lines = self.log.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        mine = [ln for ln in lines if not ln.split(" ", 3)[-1].startswith("kafka.")]
+        return "\n".join(["", "--- the learners' log without the client's own lines, last 40:",
+                          *mine[-40:]])
 
     def kill(self) -> None:
         """SIGKILL the oldest live member: it has held partitions since the group settled."""
         proc = self.live.pop(0)
         if proc.poll() is not None:
-            raise RuntimeError(f"a learner exited early ({proc.returncode}): see {self.log}")
+            raise RuntimeError(f"a learner exited early ({proc.returncode}): see {self.log}"
+                               + self._why())
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+
+    def check(self) -> None:
+        """Raise if a live member has exited on its own."""
+        for proc in self.live:
+            if proc.poll() is not None:
+                raise RuntimeError(f"a learner exited early ({proc.returncode}): see {self.log}"
+                                   + self._why())
 
     def stop(self, timeout: float) -> None:
         for proc in self.live:
@@ -74,7 +96,7 @@ class Members:
         codes = [proc.wait(timeout) for proc in self.live]
         self.live = []
         if any(codes):
-            raise RuntimeError(f"learners exited {codes} on SIGTERM: see {self.log}")
+            raise RuntimeError(f"learners exited {codes} on SIGTERM: see {self.log}" + self._why())
 
     def close(self) -> None:
         for proc in self.live:

@@ -42,6 +42,7 @@ def test_learners_ride_out_broker_restarts_and_a_stall(own_broker, tmp_path, cli
         members.start()
 
         def progress(what: str) -> None:
+            members.check()
             seen = events_in(snaps)
             wait_until(lambda: events_in(snaps) > seen, 120, f"learning to go on {what}")
 
@@ -56,6 +57,7 @@ def test_learners_ride_out_broker_restarts_and_a_stall(own_broker, tmp_path, cli
         progress("after the stall")
         events = producer.finish(240)
         wait_until(lambda: events_in(snaps) >= len(events), 180, "the learners to catch up")
+        members.check()
         members.stop(120)
     finally:
         producer.stop.set()
