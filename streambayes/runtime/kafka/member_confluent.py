@@ -101,4 +101,9 @@ class MemberSource:
         return {p: end for p, end in ends.items() if end is not None and end >= 0}
 
     def close(self) -> None:
-        self._consumer.close()
+        """Leave the group (best effort: the state was checkpointed before; a failure here, e.g.
+        after the broker went away, is logged, not raised)."""
+        try:
+            self._consumer.close()
+        except KafkaException as exc:
+            logger.warning("closing the group member of %s: %s", self.topic, exc)

@@ -132,4 +132,9 @@ class MemberSource:
         return {p: end for p, end in ends.items() if end is not None}
 
     def close(self) -> None:
-        self._consumer.close(autocommit=False)
+        """Leave the group (best effort: the state was checkpointed before; a revoke callback's
+        failure here, e.g. after the broker went away, is logged, not raised)."""
+        try:
+            self._consumer.close(autocommit=False)
+        except KafkaError as exc:
+            logger.warning("closing the group member of %s: %s", self.topic, exc)
