@@ -48,37 +48,39 @@ def add_partitions(bootstrap: str, topic: str, total: int) -> None:
 
 
 class Members:
-    """The learner processes of one group, all writing one snapshot directory."""
+    """The processes of one group (learners writing one snapshot directory, or predictors), all
+    writing one log; ``start(command)`` runs another command than the group's own."""
 
-    def __init__(self, command: list[str], env: dict[str, str], log: Path) -> None:
-        self.command, self.env, self.log = command, env, log
+    def __init__(self, command: list[str], env: dict[str, str], log: Path,
+                 what: str = "learner") -> None:
+        self.command, self.env, self.log, self.what = command, env, log, what
         self.live: list[subprocess.Popen] = []
         self.started = 0
 
-    def start(self) -> None:
+    def start(self, command: list[str] | None = None) -> None:
         with open(self.log, "ab") as out:
             out.write(f"--- member {self.started} starts\n".encode())
             out.flush()
-            proc = subprocess.Popen(self.command, stdout=out, stderr=out, env=self.env)
+            proc = subprocess.Popen(command or self.command, stdout=out, stderr=out, env=self.env)
         self.live.append(proc)
         self.started += 1
 
     def _why(self) -> str:
-        """The learner's own last words in the shared log (its errors and final lines), so a
+        """The members' own last words in the shared log (its errors and final lines), so a
         failure in CI can be read without the temporary directory."""
         try:
             lines = self.log.read_text(errors="replace").splitlines()
         except OSError:
             return ""
         mine = [ln for ln in lines if not ln.split(" ", 3)[-1].startswith("kafka.")]
-        return "\n".join(["", "--- the learners' log without the client's own lines, last 40:",
+        return "\n".join(["", f"--- {self.log.name} without the client's own lines, last 40:",
                           *mine[-40:]])
 
     def kill(self) -> None:
         """SIGKILL the oldest live member: it has held partitions since the group settled."""
         proc = self.live.pop(0)
         if proc.poll() is not None:
-            raise RuntimeError(f"a learner exited early ({proc.returncode}): see {self.log}"
+            raise RuntimeError(f"a {self.what} exited early ({proc.returncode}): see {self.log}"
                                + self._why())
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -87,7 +89,7 @@ class Members:
         """Raise if a live member has exited on its own."""
         for proc in self.live:
             if proc.poll() is not None:
-                raise RuntimeError(f"a learner exited early ({proc.returncode}): see {self.log}"
+                raise RuntimeError(f"a {self.what} exited early ({proc.returncode}): see {self.log}"
                                    + self._why())
 
     def stop(self, timeout: float) -> None:
@@ -96,7 +98,7 @@ class Members:
         codes = [proc.wait(timeout) for proc in self.live]
         self.live = []
         if any(codes):
-            raise RuntimeError(f"learners exited {codes} on SIGTERM: see {self.log}" + self._why())
+            raise RuntimeError(f"{self.what}s exited {codes} on SIGTERM: see {self.log}" + self._why())
 
     def close(self) -> None:
         for proc in self.live:

@@ -1,26 +1,45 @@
-"""Faults of the broker itself (issue 12 item 5): two group-managed learners ride out a broker
-restart by SIGTERM, one by SIGKILL and a network stall (SIGSTOP, then SIGCONT after
-``BROKER_STALL_SECONDS``, default 30) while events keep arriving; afterwards the merged state equals,
-array for array, one uninterrupted learner of the same events: nothing lost, nothing counted twice.
+"""Faults of the broker itself (issue 12 item 5): two group-managed learners and two exactly-once
+predictors ride out a broker restart by SIGTERM, one by SIGKILL and a network stall (SIGSTOP, then
+SIGCONT after ``BROKER_STALL_SECONDS``, default 30) while events keep arriving; afterwards the
+learners' merged state equals, array for array, one uninterrupted learner of the same events, and a
+``read_committed`` reader sees exactly one posterior per event: nothing lost, nothing twice.
 
 A broker restart needs a log that survives it: Apache Kafka's (the CI broker). On Tansu (memory
 only) the test fails saying so rather than skipping."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
+from collections import Counter
 
 import pytest
 
 from streambayes.devtools.group_kills import Members
 from streambayes.devtools.kills import _Producer, crash_case, events_in, learn_command, learn_file
+from streambayes.devtools.predict_kills import _Committed, _ids, predict_command
+from streambayes.models import make_model
 from streambayes.runtime.kafka import kafka_python
 from streambayes.runtime.loops.shards import newest_state
-from tests.integration.helpers import assert_states_equal, canonical_state, sms_path, wait_until
+from streambayes.snapshot import SnapshotStore
+from tests.integration.helpers import (
+    assert_states_equal,
+    canonical_state,
+    sms_events,
+    sms_path,
+    wait_until,
+)
 
 STALL = float(os.environ.get("BROKER_STALL_SECONDS", 30))
 OPTIONS = ["--every", "500", "--every-seconds", "0.5", "--batch-size", "250"]
+
+
+def _trained(directory) -> None:
+    events = sms_events(1000)
+    model = make_model("nb")
+    model.learn_many([{"text": e["text"]} for e in events], [e["label"] for e in events])
+    SnapshotStore(directory).write(model.to_state(), model="nb", positions={}, events=len(events))
 
 
 @pytest.mark.parametrize("client", ["kafka-python", "confluent"])
@@ -35,14 +54,24 @@ def test_learners_ride_out_broker_restarts_and_a_stall(own_broker, tmp_path, cli
            "STREAMBAYES_KAFKA_CONNECT_DEADLINE": "120"}
     members = Members(learn_command(f"kafka://{bootstrap}/{topic}", snaps, [*options, *OPTIONS]), env,
                       tmp_path / "learners.log")
+    outbox = f"{topic}-posteriors"
+    kafka_python.create_topic(bootstrap, outbox, 2)
+    served = tmp_path / "served"
+    _trained(served)
+    predictors = Members([], {**env, "STREAMBAYES_KAFKA_GROUP": f"predictors-{topic}"},
+                         tmp_path / "predictors.log", what="predictor")
     producer = _Producer(bootstrap, topic, make, rate=500, minimum=6_000,
                          options={"delivery_timeout_ms": 180_000, "request_timeout_ms": 10_000})
     try:
         members.start()
         members.start()
+        for i in range(2):  # each its own transactional id, as two hosts would have
+            predictors.start(predict_command(bootstrap, topic, outbox, served, f"faults-{topic}-{i}",
+                                             ["--batch-size", "200"]))
 
         def progress(what: str) -> None:
             members.check()
+            predictors.check()
             seen = events_in(snaps)
             wait_until(lambda: events_in(snaps) > seen, 120, f"learning to go on {what}")
 
@@ -59,10 +88,24 @@ def test_learners_ride_out_broker_restarts_and_a_stall(own_broker, tmp_path, cli
         wait_until(lambda: events_in(snaps) >= len(events), 180, "the learners to catch up")
         members.check()
         members.stop(120)
+        committed = _Committed(bootstrap, outbox)
+        try:
+            ids = {str(e["id"]) for e in events}
+            wait_until(lambda: (committed.read(), _ids(committed.records) >= ids)[1], 180,
+                       "a committed posterior for every event")
+            predictors.stop(120)
+            committed.read(1.0)  # anything committed while stopping
+        finally:
+            committed.close()
     finally:
         producer.stop.set()
         own_broker.resume()
         members.close()
+        predictors.close()
+    posteriors = Counter(str(json.loads(r.value)["id"]) for r in committed.records)
+    twice = {i: n for i, n in posteriors.items() if n > 1}
+    assert not twice, f"{len(twice)} events have several committed posteriors, e.g. {list(twice)[:5]}"
+    assert set(posteriors) == ids
     merged = newest_state(snaps)
     assert merged is not None and merged.events == len(events)
     assert sum(merged.positions[topic].values()) == len(events)

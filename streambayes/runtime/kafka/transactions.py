@@ -13,9 +13,12 @@ one micro-batch's steps, and is the only place that does:
 
 A failure in 1-4 aborts the transaction and raises :class:`Aborted`; the loop then rewinds the
 consumer to the start of the batch (:func:`rewind`) and serves it again. An error that no abort
-can cure (the producer was fenced by a newer instance with the same transactional id, or the abort
-itself fails) is a :class:`~streambayes.errors.BrokerError`: the predictor exits 1 and a restart
-resumes exactly once from the last committed offsets.
+can cure (a refused authorization, a producer fenced again and again, which means another live
+process uses the same transactional id, or the abort itself fails) is a
+:class:`~streambayes.errors.BrokerError`: the predictor exits 1 and a restart resumes exactly once
+from the last committed offsets. A producer fenced once (after a broker restart the coordinator
+may time out and bump the epoch of an open transaction) is replaced by a new one with the same id
+and the batch served again, at most :data:`MAX_RENEWALS` times in :data:`RENEWAL_WINDOW` seconds.
 
 **Transactional id.** One per predictor instance, stable across its restarts: the broker then
 fences the instance that was killed (its producer epoch is bumped, its open transaction aborted) as
@@ -44,6 +47,9 @@ logger = logging.getLogger(__name__)
 TRANSACTION_TIMEOUT_MS = 10_000
 _TIMEOUT = 30.0  # seconds for one transaction call (init, offsets, commit, abort)
 _RECORD_OVERHEAD = 512
+ABORT_PATIENCE = 300.0  # seconds an abort is tried again while the broker is away (then exit 1)
+MAX_RENEWALS = 3  # fenced producers replaced within RENEWAL_WINDOW before giving up (exit 1)
+RENEWAL_WINDOW = 60.0
 
 
 class Aborted(Exception):  # noqa: N818 (a state, not a bug: the batch is served again)
@@ -140,6 +146,25 @@ class _Confluent:
         error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
         return error is not None and error.fatal()
 
+    @staticmethod
+    def resumable(exc: BaseException) -> bool:
+        """A call that timed out (the broker is away) and may be called again to finish
+        (librdkafka: "retry call to resume")."""
+        from confluent_kafka import KafkaException
+
+        error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+        return error is not None and error.retriable() and not error.fatal()
+
+    @staticmethod
+    def renewable(exc: BaseException) -> bool:
+        """librdkafka's fatal producer errors (fenced, epoch or sequence lost) are cured by a new
+        producer instance (its documented remedy), except a refused authorization."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+        return error is not None and error.code() not in (
+            KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED)
+
     def close(self) -> None:
         close = getattr(self.producer, "close", None)  # confluent-kafka >= 2.12
         if close is not None:
@@ -207,6 +232,16 @@ class _KafkaPython:
             "InvalidTxnStateError") if hasattr(errors, name))
         return isinstance(exc, fenced)
 
+    @staticmethod
+    def resumable(exc: BaseException) -> bool:
+        return False  # kafka-python's abort_transaction waits until it is done
+
+    @staticmethod
+    def renewable(exc: BaseException) -> bool:
+        from kafka import errors
+
+        return not isinstance(exc, errors.TransactionalIdAuthorizationFailedError)
+
     def close(self) -> None:
         self.producer.close(timeout=5)
 
@@ -231,7 +266,10 @@ class TransactionalSink:
         self.seconds = 0.0  # spent in committed transactions (begin to commit)
         self.slowest = 0.0
         self._open = False
-        self._impl = _BACKENDS[client](bootstrap, transactional_id, dict(options or {}), linger_ms)
+        self._make = lambda: _BACKENDS[client](bootstrap, transactional_id, dict(options or {}),
+                                               linger_ms)
+        self._impl = self._make()
+        self.renewals: list[float] = []  # when a fenced producer was replaced (monotonic)
         self.max_bytes = self._impl.max_bytes
         logger.info("transactional producer %s ready (%s)", transactional_id, client)
 
@@ -273,20 +311,59 @@ class TransactionalSink:
 
     def _abort(self, cause: BaseException) -> None:
         if self._impl.fatal(cause):
+            if self._impl.renewable(cause) and self._renew(cause):
+                return
             raise BrokerError(f"transactional producer {self.transactional_id} cannot go on "
                               f"({cause}); a restart resumes from the last committed offsets "
                               "(exactly once)") from cause
         logger.warning("aborting the transaction (%s: %s); the batch is served again",
                        type(cause).__name__, cause)
         start = time.monotonic()
-        try:
-            self._impl.abort()
-        except Exception as exc:
-            raise BrokerError(f"cannot abort a transaction of {self.transactional_id} ({exc}); "
-                              "a restart resumes from the last committed offsets "
-                              "(exactly once)") from exc
+        while True:
+            try:
+                self._impl.abort()
+                break
+            except Exception as exc:
+                if self._impl.fatal(exc) and self._impl.renewable(exc) and self._renew(exc):
+                    return
+                if (self._impl.resumable(exc) and not self.stop.is_set()
+                        and time.monotonic() - start < ABORT_PATIENCE):
+                    logger.warning("the abort did not finish (%s): trying again", exc)
+                    continue
+                raise BrokerError(f"cannot abort a transaction of {self.transactional_id} ({exc}); "
+                                  "a restart resumes from the last committed offsets "
+                                  "(exactly once)") from exc
         self.aborts += 1
         logger.info("aborted in %.3f s", time.monotonic() - start)
+
+    def _renew(self, cause: BaseException) -> bool:
+        """Replace a fenced producer (its open transaction is aborted by the broker) by a new one
+        with the same transactional id, as Kafka Streams does: after a broker restart the
+        coordinator may bump the epoch of a transaction it timed out. False, when it happened
+        :data:`MAX_RENEWALS` times within :data:`RENEWAL_WINDOW` seconds (another live process
+        holds the id: the two would fence each other forever)."""
+        now = time.monotonic()
+        self.renewals = [t for t in self.renewals if now - t < RENEWAL_WINDOW]
+        if len(self.renewals) >= MAX_RENEWALS:
+            logger.error("transactional producer %s fenced %d times in %g s: is another process "
+                         "using this transactional id?", self.transactional_id,
+                         len(self.renewals) + 1, RENEWAL_WINDOW)
+            return False
+        self.renewals.append(now)
+        logger.warning("transactional producer %s cannot go on (%s: %s); a new one takes over and "
+                       "the batch is served again", self.transactional_id, type(cause).__name__, cause)
+        try:
+            self._impl.close()
+        except Exception as exc:  # noqa: BLE001 (the old producer is dead either way)
+            logger.debug("closing the fenced producer: %s", exc)
+        try:
+            self._impl = self._make()
+        except Exception as exc:
+            raise BrokerError(f"cannot start a new transactional producer {self.transactional_id} "
+                              f"({exc}); a restart resumes from the last committed offsets "
+                              "(exactly once)") from exc
+        self.aborts += 1
+        return True
 
     def close(self) -> None:
         self._impl.close()

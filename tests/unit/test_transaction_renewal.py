@@ -1,0 +1,151 @@
+"""A fenced transactional producer is replaced, not fatal (found on a real broker: after a broker
+restart, kafka-python's exactly-once predictor got ProducerFencedError and exited 1). Another live
+process with the same transactional id would fence it again and again: then it gives up."""
+
+from __future__ import annotations
+
+import pytest
+from kafka.errors import ProducerFencedError, TransactionalIdAuthorizationFailedError
+
+from streambayes.errors import BrokerError
+from streambayes.runtime.kafka import transactions
+from streambayes.runtime.kafka.transactions import Aborted, TransactionalSink
+
+
+class _Backend:
+    """kafka-python's error semantics, and a commit that fails while ``failures`` has items."""
+
+    fatal = staticmethod(transactions._KafkaPython.fatal)
+    renewable = staticmethod(transactions._KafkaPython.renewable)
+    retriable = staticmethod(transactions._KafkaPython.retriable)
+    made: list[_Backend] = []
+    failures: list[BaseException] = []
+
+    def __init__(self, *args) -> None:
+        self.max_bytes, self.sent, self.committed, self.closed = 1 << 20, [], 0, False
+        _Backend.made.append(self)
+
+    def begin(self) -> None:
+        pass
+
+    def send(self, topic, key, data) -> None:
+        self.sent.append(data)
+
+    def offsets(self, consumer, topic, offsets) -> None:
+        pass
+
+    def commit(self) -> None:
+        if _Backend.failures:
+            raise _Backend.failures.pop(0)
+        self.committed += 1
+
+    def abort(self) -> None:
+        raise AssertionError("a fenced producer is not aborted: the broker aborted its transaction")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def sink(monkeypatch):
+    monkeypatch.setitem(transactions._BACKENDS, "fake", _Backend)
+    _Backend.made, _Backend.failures = [], []
+    return TransactionalSink("fake", "127.0.0.1:9", "tid")
+
+
+def _publish(sink):
+    return lambda: sink.send("out", b"k", b"v")
+
+
+def test_a_fenced_producer_is_replaced_and_the_batch_served_again(sink):
+    _Backend.failures = [ProducerFencedError()]
+    with pytest.raises(Aborted):
+        sink.exactly_once(_publish(sink), None, "in", {0: 1})
+    assert len(_Backend.made) == 2 and _Backend.made[0].closed
+    sink.exactly_once(_publish(sink), None, "in", {0: 1})  # the batch again, on the new producer
+    assert _Backend.made[1].committed == 1 and sink.transactions == 1 and sink.aborts == 1
+
+
+def test_fenced_again_and_again_means_another_process_holds_the_id(sink):
+    _Backend.failures = [ProducerFencedError() for _ in range(transactions.MAX_RENEWALS + 1)]
+    for _ in range(transactions.MAX_RENEWALS):
+        with pytest.raises(Aborted):
+            sink.exactly_once(_publish(sink), None, "in", {0: 1})
+    with pytest.raises(BrokerError, match="cannot go on"):
+        sink.exactly_once(_publish(sink), None, "in", {0: 1})
+    assert len(_Backend.made) == transactions.MAX_RENEWALS + 1
+
+
+def test_renewals_older_than_the_window_do_not_count(sink, monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(transactions.time, "monotonic", lambda: now[0])
+    for _ in range(transactions.MAX_RENEWALS * 2):
+        _Backend.failures = [ProducerFencedError()]
+        with pytest.raises(Aborted):
+            sink.exactly_once(_publish(sink), None, "in", {0: 1})
+        now[0] += transactions.RENEWAL_WINDOW / 2
+    assert len(_Backend.made) == transactions.MAX_RENEWALS * 2 + 1
+
+
+def test_a_refused_authorization_is_not_renewed(sink):
+    _Backend.failures = [TransactionalIdAuthorizationFailedError()]
+    with pytest.raises(BrokerError, match="cannot go on"):
+        sink.exactly_once(_publish(sink), None, "in", {0: 1})
+    assert len(_Backend.made) == 1
+
+
+def test_confluent_fatal_errors_are_renewable_except_authorization():
+    from confluent_kafka import KafkaError, KafkaException
+
+    fenced = KafkaException(KafkaError(KafkaError._FENCED, fatal=True))
+    refused = KafkaException(KafkaError(KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, fatal=True))
+    assert transactions._Confluent.fatal(fenced) and transactions._Confluent.renewable(fenced)
+    assert not transactions._Confluent.renewable(refused)
+
+
+class _ConfluentBackend(_Backend):
+    """librdkafka's error semantics; ``abort_failures`` fail the aborts first."""
+
+    fatal = staticmethod(transactions._Confluent.fatal)
+    renewable = staticmethod(transactions._Confluent.renewable)
+    retriable = staticmethod(transactions._Confluent.retriable)
+    resumable = staticmethod(transactions._Confluent.resumable)
+    abort_failures: list[BaseException] = []
+    aborted = 0
+
+    def abort(self) -> None:
+        if _ConfluentBackend.abort_failures:
+            raise _ConfluentBackend.abort_failures.pop(0)
+        _ConfluentBackend.aborted += 1
+
+
+def _kafka_exception(code: int, **flags):
+    from confluent_kafka import KafkaError, KafkaException
+
+    return KafkaException(KafkaError(code, **flags))
+
+
+def test_an_abort_that_timed_out_while_the_broker_is_away_is_tried_again(monkeypatch):
+    """Found on a real broker: a 30 s stall timed the abort out and the predictor exited 1."""
+    from confluent_kafka import KafkaError
+
+    monkeypatch.setitem(transactions._BACKENDS, "fake", _ConfluentBackend)
+    _Backend.made, _ConfluentBackend.aborted = [], 0
+    sink = TransactionalSink("fake", "127.0.0.1:9", "tid")
+    _Backend.failures = [_kafka_exception(KafkaError._TRANSPORT, retriable=True)]
+    _ConfluentBackend.abort_failures = [_kafka_exception(KafkaError._TIMED_OUT, retriable=True)
+                                        for _ in range(2)]
+    with pytest.raises(Aborted):
+        sink.exactly_once(_publish(sink), None, "in", {0: 1})
+    assert _ConfluentBackend.aborted == 1 and sink.aborts == 1 and len(_Backend.made) == 1
+
+
+def test_an_abort_that_cannot_finish_is_fatal(monkeypatch):
+    from confluent_kafka import KafkaError
+
+    monkeypatch.setitem(transactions._BACKENDS, "fake", _ConfluentBackend)
+    sink = TransactionalSink("fake", "127.0.0.1:9", "tid")
+    _Backend.failures = [_kafka_exception(KafkaError._TRANSPORT, retriable=True)]
+    _ConfluentBackend.abort_failures = [_kafka_exception(KafkaError._STATE)]  # not retriable
+    with pytest.raises(BrokerError, match="cannot abort"):
+        sink.exactly_once(_publish(sink), None, "in", {0: 1})
