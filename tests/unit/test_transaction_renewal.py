@@ -45,11 +45,17 @@ class _Backend:
     def close(self) -> None:
         self.closed = True
 
+    def broken(self) -> bool:
+        return _Backend.broken_after_commit and self.committed == 0
+
+
+_Backend.broken_after_commit = False
+
 
 @pytest.fixture
 def sink(monkeypatch):
     monkeypatch.setitem(transactions._BACKENDS, "fake", _Backend)
-    _Backend.made, _Backend.failures = [], []
+    _Backend.made, _Backend.failures, _Backend.broken_after_commit = [], [], False
     return TransactionalSink("fake", "127.0.0.1:9", "tid")
 
 
@@ -149,3 +155,15 @@ def test_an_abort_that_cannot_finish_is_fatal(monkeypatch):
     _ConfluentBackend.abort_failures = [_kafka_exception(KafkaError._STATE)]  # not retriable
     with pytest.raises(BrokerError, match="cannot abort"):
         sink.exactly_once(_publish(sink), None, "in", {0: 1})
+
+
+def test_a_producer_in_its_fatal_state_is_replaced_whatever_the_error_says(sink):
+    """Found on a real broker: a request timed out while the broker was away put kafka-python's
+    transaction manager in its fatal state; the abort then failed and the predictor exited 1."""
+    from kafka.errors import KafkaError
+
+    _Backend.broken_after_commit = True
+    _Backend.failures = [KafkaError("Could not execute transactional request: RequestTimedOutError")]
+    with pytest.raises(Aborted):
+        sink.exactly_once(_publish(sink), None, "in", {0: 1})
+    assert len(_Backend.made) == 2 and _Backend.made[0].closed

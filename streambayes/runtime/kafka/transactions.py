@@ -155,6 +155,9 @@ class _Confluent:
         error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
         return error is not None and error.retriable() and not error.fatal()
 
+    def broken(self) -> bool:
+        return False  # librdkafka says it in the error itself (``fatal()``)
+
     @staticmethod
     def renewable(exc: BaseException) -> bool:
         """librdkafka's fatal producer errors (fenced, epoch or sequence lost) are cured by a new
@@ -236,6 +239,13 @@ class _KafkaPython:
     def resumable(exc: BaseException) -> bool:
         return False  # kafka-python's abort_transaction waits until it is done
 
+    def broken(self) -> bool:
+        """kafka-python's transaction manager went to its fatal state (a request timed out while
+        the broker was away does it): only a new producer can go on; its errors say so only in
+        words ("Cannot execute transactional method because we are in an error state")."""
+        manager = getattr(self.producer, "_transaction_manager", None)
+        return bool(manager is not None and manager.has_fatal_error())
+
     @staticmethod
     def renewable(exc: BaseException) -> bool:
         from kafka import errors
@@ -310,7 +320,7 @@ class TransactionalSink:
             raise Aborted(f"{type(exc).__name__}: {exc}") from exc
 
     def _abort(self, cause: BaseException) -> None:
-        if self._impl.fatal(cause):
+        if self._impl.fatal(cause) or self._impl.broken():
             if self._impl.renewable(cause) and self._renew(cause):
                 return
             raise BrokerError(f"transactional producer {self.transactional_id} cannot go on "
@@ -324,7 +334,8 @@ class TransactionalSink:
                 self._impl.abort()
                 break
             except Exception as exc:
-                if self._impl.fatal(exc) and self._impl.renewable(exc) and self._renew(exc):
+                if ((self._impl.fatal(exc) or self._impl.broken()) and self._impl.renewable(exc)
+                        and self._renew(exc)):
                     return
                 if (self._impl.resumable(exc) and not self.stop.is_set()
                         and time.monotonic() - start < ABORT_PATIENCE):
