@@ -53,3 +53,67 @@ def test_a_programming_error_in_close_is_not_swallowed():
     member.topic, member._consumer = "t", _Failing(AttributeError("bug"))
     with pytest.raises(AttributeError):
         member.close()
+
+
+class _Consumer:
+    """What the member source asks of kafka-python's consumer: the client's assignment, polls
+    with nothing, and seeks (recorded)."""
+
+    def __init__(self, held: set[int]) -> None:
+        self.held, self.seeks = held, []
+
+    def assignment(self):
+        from kafka import TopicPartition
+
+        return {TopicPartition("t", p) for p in self.held}
+
+    def poll(self, timeout_ms=0, max_records=None):
+        return {}
+
+    def seek(self, tp, offset):
+        self.seeks.append((tp.partition, offset))
+
+    def seek_to_beginning(self, tp):
+        self.seeks.append((tp.partition, 0))
+
+
+class _Listener:
+    def __init__(self) -> None:
+        self.calls = []
+
+    def assigned(self, partitions):
+        self.calls.append(("assigned", list(partitions)))
+        return {p: 100 + p for p in partitions}
+
+    def lost(self, partitions):
+        self.calls.append(("lost", list(partitions)))
+
+
+def _member(held: set[int], owned: set[int]):
+    import threading
+
+    from streambayes.runtime.kafka.member_kafka_python import MemberSource
+    from streambayes.runtime.retry import Backoff
+
+    member = object.__new__(MemberSource)
+    member.topic, member._consumer, member.listener = "t", _Consumer(held), _Listener()
+    member._next, member._owned, member._in_callback, member._failure = {}, set(owned), False, None
+    member._backoff = Backoff(stop=threading.Event())
+    return member
+
+
+def test_a_partition_the_client_holds_unannounced_is_taken_on():
+    """Found on a real broker (kafka-python, after restarts and a stall): a partition no listener
+    held stood still for good, and the group learners never caught up."""
+    member = _member(held={0, 1}, owned={1})
+    member.poll(10)
+    assert member.listener.calls == [("assigned", [0])]
+    assert member._consumer.seeks == [(0, 100)] and member._owned == {0, 1}
+    member.poll(10)
+    assert len(member.listener.calls) == 1  # nothing more to do
+
+
+def test_a_partition_the_client_gave_up_unannounced_is_dropped():
+    member = _member(held={1}, owned={0, 1})
+    member.poll(10)
+    assert member.listener.calls == [("lost", [0])] and member._owned == {1}

@@ -62,6 +62,7 @@ class MemberSource:
                                   _CONNECT_ERRORS, self.stop)
         self._consumer.subscribe([topic], listener=_Listener(self))
         self._next: dict[int, int] = {}
+        self._owned: set[int] = set()  # the partitions the listener was given and holds
         self._in_callback = False
         self._failure: BaseException | None = None  # a listener's error, raised by the next poll
         self._backoff = Backoff(stop=self.stop)
@@ -78,11 +79,13 @@ class MemberSource:
         finally:
             self._in_callback = False
             if what != "assigned":
+                self._owned.difference_update(partitions)
                 for p in partitions:
                     self._next.pop(p, None)
 
     def _assigned(self, partitions: list[int]) -> None:
         offsets = self._call("assigned", partitions)
+        self._owned.update(partitions)
         for p in partitions:
             tp = TopicPartition(self.topic, p)
             if offsets.get(p) is None:
@@ -96,7 +99,27 @@ class MemberSource:
         if self._failure is not None:
             failure, self._failure = self._failure, None
             raise failure
+        self._reconcile()
         return records
+
+    def _reconcile(self) -> None:
+        """Make the listener's partitions those the client holds. Found on a real broker: after
+        broker restarts and a stall, a member fetched a partition its listener had never been
+        given (or had been told was lost), and the partition stood still for good. Records the
+        client returned for such a partition are skipped by the listener; the seek of
+        ``assigned`` reads them again from the shard's offset."""
+        if self.listener is None:
+            return
+        held = {tp.partition for tp in self._consumer.assignment() if tp.topic == self.topic}
+        gone, new = sorted(self._owned - held), sorted(held - self._owned)
+        if gone:
+            logger.warning("%s[%s]: no longer held by the client, which did not say so: dropping "
+                           "their shards", self.topic, ",".join(map(str, gone)))
+            self._call("lost", gone)
+        if new:
+            logger.warning("%s[%s]: held by the client, which did not say so: taking them on",
+                           self.topic, ",".join(map(str, new)))
+            self._assigned(new)
 
     def seek(self, positions: Mapping[str, Mapping[str, int]]) -> None:
         """Read the named partitions this member holds on from the given offsets."""
