@@ -167,3 +167,58 @@ def test_a_producer_in_its_fatal_state_is_replaced_whatever_the_error_says(sink)
     with pytest.raises(Aborted):
         sink.exactly_once(_publish(sink), None, "in", {0: 1})
     assert len(_Backend.made) == 2 and _Backend.made[0].closed
+
+
+class _Future:
+    def __init__(self, exception) -> None:
+        self.exception, self.is_done = exception, True
+
+    def failed(self) -> bool:
+        return self.exception is not None
+
+
+class _Manager:
+    def __init__(self, state: int) -> None:
+        self._current_state = state
+
+
+class _KafkaPythonProducer:
+    def __init__(self, state: int) -> None:
+        self._transaction_manager, self.aborted, self.committed = _Manager(state), 0, 0
+
+    def flush(self) -> None:
+        pass
+
+    def abort_transaction(self) -> None:
+        self.aborted += 1
+
+    def commit_transaction(self) -> None:
+        self.committed += 1
+
+
+def _kafka_python(state):
+    backend = object.__new__(transactions._KafkaPython)
+    backend.producer, backend.futures = _KafkaPythonProducer(state), []
+    return backend
+
+
+def test_kafka_python_a_fenced_send_says_fenced_at_commit():
+    """Found on a real broker: a send failed with InvalidProducerEpochError, the commit wrapped it
+    in a plain error, and the predictor tried an abort that could not be done (exit 1)."""
+    from kafka.errors import InvalidProducerEpochError
+    from kafka.producer.transaction_manager import TransactionState
+
+    backend = _kafka_python(TransactionState.IN_TRANSACTION)
+    backend.futures = [_Future(None), _Future(InvalidProducerEpochError())]
+    with pytest.raises(InvalidProducerEpochError) as caught:
+        backend.commit()
+    assert transactions._KafkaPython.fatal(caught.value) and backend.producer.committed == 0
+
+
+def test_kafka_python_nothing_to_abort_when_no_transaction_is_open():
+    from kafka.producer.transaction_manager import TransactionState
+
+    ready, open_ = _kafka_python(TransactionState.READY), _kafka_python(TransactionState.IN_TRANSACTION)
+    ready.abort()
+    open_.abort()
+    assert ready.producer.aborted == 0 and open_.producer.aborted == 1

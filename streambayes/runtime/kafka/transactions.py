@@ -208,13 +208,22 @@ class _KafkaPython:
             consumer.group_metadata())
 
     def commit(self) -> None:
+        from kafka.errors import KafkaError
+
         self.producer.flush()
         failed = next((f.exception for f in self.futures if f.is_done and f.failed()), None)
+        if isinstance(failed, KafkaError):  # its own type says fenced or not (see fatal)
+            raise failed
         if failed is not None:  # kafka-python would abort at commit too: say why
             raise BrokerError(f"a message of the transaction was not delivered: {failed}")
         self.producer.commit_transaction()
 
     def abort(self) -> None:
+        from kafka.producer.transaction_manager import TransactionState
+
+        manager = getattr(self.producer, "_transaction_manager", None)
+        if manager is not None and manager._current_state == TransactionState.READY:
+            return  # no transaction open (a failed send already ended it): nothing to abort
         self.producer.abort_transaction()
 
     def flush(self) -> None:
