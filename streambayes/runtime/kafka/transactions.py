@@ -244,20 +244,30 @@ class TransactionalSink:
         self._impl.send(topic, k, fit(value, self.max_bytes - len(k or b""), f"a message to {topic}"))
         self.count += 1
 
+    def send_raw(self, topic: str, key: bytes, value: bytes | None) -> None:
+        """Send ``value`` as is (None: a tombstone) in the open transaction: the records of a
+        snapshot in a Kafka state topic (``learn --exactly-once``), sized by the store."""
+        if not self._open:
+            raise BrokerError("send outside a transaction (use TransactionalSink.exactly_once)")
+        self._impl.send(topic, key, value)
+        self.count += 1
+
     def flush(self) -> None:
         """Nothing to do between transactions (commit waits for every message of its batch)."""
 
     def exactly_once(self, publish: Callable[[], None], consumer: Any, topic: str,
                      offsets: Mapping[int, int]) -> None:
         """Begin; ``publish()``; send ``offsets`` ({partition: next offset} of ``topic``) with the
-        consumer's group metadata; commit. Raises :class:`Aborted` after an abort, or
-        :class:`~streambayes.errors.BrokerError` when no abort can cure the failure."""
+        consumer's group metadata (none when ``consumer`` is None); commit. Raises
+        :class:`Aborted` after an abort, or :class:`~streambayes.errors.BrokerError` when no
+        abort can cure the failure."""
         start = time.monotonic()
         try:
             self._impl.begin()
             self._open = True
             publish()
-            self._impl.offsets(consumer, topic, offsets)
+            if consumer is not None:
+                self._impl.offsets(consumer, topic, offsets)
             self._impl.commit()
             self._open = False
             self.transactions += 1

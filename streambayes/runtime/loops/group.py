@@ -128,7 +128,8 @@ class GroupLearner:
                  every_seconds: float = 60.0, batch_size: int = 1000,
                  stop: threading.Event | None = None, config: Mapping[str, Any] | None = None,
                  clock: Callable[[], float] = time.monotonic, calibrate: bool = True,
-                 observer: Any = None) -> None:
+                 observer: Any = None, shard_parts: Callable[[Any], tuple[Any, Any]] | None = None
+                 ) -> None:
         if every < 1 or batch_size < 1 or every_seconds <= 0:
             raise UsageError("--every, --every-seconds and the batch size must be positive")
         if store.ids():
@@ -143,6 +144,8 @@ class GroupLearner:
         self.config, self.clock, self.calibrate = dict(config or {}), clock, calibrate
         self.topic = source.topic
         self.observer = observer  # an Observer shared by the shards (None: none)
+        # learn --exactly-once: child store -> (its transactional store, its dead-letter buffer)
+        self.shard_parts = shard_parts
         self.shards: dict[int, Shard] = {}
         self.stats = LearnStats()
         self._since = 0  # records read since the last periodic checkpoint
@@ -183,9 +186,12 @@ class GroupLearner:
 
     def _restore(self, partition: int) -> Shard:
         view = PartitionView(self.topic, partition)
-        child = self.store.child(shard_name(self.topic, partition))
+        child: Any = self.store.child(shard_name(self.topic, partition))
+        dead = self.dead_letters
+        if self.shard_parts is not None:  # fences the shard's previous writer before reading it
+            child, dead = self.shard_parts(child)
         loop = LearnLoop(view, self.decoder, child, self.make_model, self.model_name,
-                         dead_letters=self.dead_letters, batch_size=self.batch_size,
+                         dead_letters=dead, batch_size=self.batch_size,
                          stop=self.stop, config=self.config, clock=self.clock,
                          calibrate=self.calibrate, observer=self.observer)
         loop.restore()
@@ -195,6 +201,9 @@ class GroupLearner:
     def _drop(self, partition: int) -> None:
         shard = self.shards.pop(partition)
         _add(self.stats, shard.loop.stats)
+        release = getattr(shard.loop.store, "release", None)  # --exactly-once: its producer
+        if release is not None:
+            release()
 
     # -- learning ---------------------------------------------------------------------------------
     def run(self) -> LearnStats:
@@ -221,6 +230,9 @@ class GroupLearner:
                               "from there (exactly once)") from exc
         for p in list(self.shards):
             _add(self.stats, self.shards[p].loop.stats)
+            release = getattr(self.shards[p].loop.store, "release", None)  # --exactly-once
+            if release is not None:
+                release()
         self.stats.seconds = self.clock() - start
         return self.stats
 
@@ -325,8 +337,14 @@ def run_group_learn(job: Any, settings: Any, stop: threading.Event | None = None
     build_models([name or "nb"], job.network, job.label_field, job.bounds)  # checks the name
     store = _open_learn_store(job, settings)  # a directory, kafka:// or s3://
     source = open_member_source(job.source, settings, stop=stop)
-    dead = open_sink(job.dead_letter, settings, stop=stop) if job.dead_letter else None
+    dead = open_sink(job.dead_letter, settings, stop=stop) \
+        if job.dead_letter and not job.exactly_once else None
     try:
+        parts = None
+        if job.exactly_once:
+            from streambayes.runtime.loops.learn_exactly_once import shard_parts
+
+            parts = shard_parts(job, settings, store, stop)
         decoder = _decoder(source, job, limits=RecordLimits.from_settings(settings))
         config = {"source": job.source, "partitions": None, "label_field": job.label_field,
                   "format": decoder.format}
@@ -337,7 +355,7 @@ def run_group_learn(job: Any, settings: Any, stop: threading.Event | None = None
                                      job.bounds)[name or "nb"],
                 name, dead_letters=dead, every=job.every, every_seconds=job.every_seconds,
                 batch_size=job.batch_size, stop=stop, config=config, calibrate=job.calibrate,
-                observer=observer)
+                observer=observer, shard_parts=parts)
             return learner.run()
     finally:
         source.close()
