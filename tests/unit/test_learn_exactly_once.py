@@ -18,6 +18,7 @@ from streambayes.runtime.kafka import transactions
 from streambayes.runtime.loops.group import GroupLearner, shard_name
 from streambayes.runtime.loops.learn import LearnLoop
 from streambayes.runtime.loops.learn_exactly_once import (
+    ATTEMPTS,
     TransactionalStore,
     check_targets,
     transactional_id,
@@ -161,6 +162,17 @@ def letter_offsets(broker: Broker) -> list[int]:
     return [json.loads(v)["source"]["offset"] for _k, v in broker.committed(DLQ)]
 
 
+def test_a_letter_is_fitted_to_the_letter_limit_not_the_snapshot_chunks(broker):
+    store = TransactionalStore(kafka_store(broker), make_sink, letter_bytes=600)
+    huge = b"{bad" + b"x" * 5000
+    loop = LearnLoop(MemorySource({"ev": [huge]}), Decoder("jsonl"), store,
+                     lambda: make_model("nb"), "nb", dead_letters=(store.letters, DLQ),
+                     calibrate=False)
+    loop.run()
+    (letter,) = [v for _k, v in broker.committed(DLQ)]
+    assert len(letter) <= 600 and json.loads(letter)["source"]["offset"] == 0
+
+
 def test_letters_wait_for_the_checkpoint_and_share_its_transaction(broker):
     store = TransactionalStore(kafka_store(broker), make_sink)
     loop = loop_of(store, MemorySource({"ev": records(20)}))
@@ -182,12 +194,21 @@ def test_letters_wait_for_the_checkpoint_and_share_its_transaction(broker):
     assert snap.id == "000001" and snap.events == 16 and snap.positions == {"ev": {"0": 20}}
 
 
+def test_an_aborted_transaction_is_tried_again_with_the_same_letters(broker):
+    store = TransactionalStore(kafka_store(broker), make_sink)
+    broker.fail_commits = 1
+    loop_of(store, MemorySource({"ev": records(10)})).run()
+    steps = [e[0] for e in broker.events if e[0] in ("begin", "abort", "commit")]
+    assert steps == ["begin", "abort", "begin", "commit"]
+    assert letter_offsets(broker) == [3, 8] and store.ids() == ["000001"]
+
+
 def test_an_aborted_checkpoint_shows_nothing_and_the_restart_sends_each_letter_once(broker):
     source = {"ev": records(30)}
     store = TransactionalStore(kafka_store(broker), make_sink)
     loop = loop_of(store, MemorySource(source))
-    broker.fail_commits = 1
-    with pytest.raises(BrokerError, match="aborted"):
+    broker.fail_commits = ATTEMPTS
+    with pytest.raises(BrokerError, match=f"aborted {ATTEMPTS} times"):
         loop.run()
     assert ("abort", "streambayes-learn-state") in broker.events
     assert broker.log == [] and store.ids() == [] and store.inner.log.overlay == {}

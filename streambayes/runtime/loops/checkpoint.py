@@ -38,11 +38,9 @@ def write_in_transaction(transaction: Any, letters: list[tuple[str, Any, Any]],
     :mod:`~streambayes.runtime.loops.learn_exactly_once`): begin; send ``letters`` (``(topic,
     key, value)`` buffered since the last checkpoint); ``write()`` the snapshot (its records join
     the transaction); commit. Step 3 (the group offsets, lag only) follows as above. An aborted
-    transaction is a :class:`~streambayes.errors.BrokerError`: nothing of it is visible to
-    read_committed readers, and a restart reads the same records again from the last snapshot."""
-    from streambayes.errors import BrokerError
-    from streambayes.runtime.kafka.transactions import Aborted
-
+    transaction raises :class:`~streambayes.runtime.kafka.transactions.Aborted` (nothing of it is
+    visible to read_committed readers: the caller may try the same letters and state again); a
+    fenced producer, a :class:`~streambayes.errors.BrokerError`."""
     written: list[_T] = []
 
     def publish() -> None:
@@ -50,9 +48,5 @@ def write_in_transaction(transaction: Any, letters: list[tuple[str, Any, Any]],
             transaction.send(topic, key, value)
         written.append(write())
 
-    try:
-        transaction.exactly_once(publish, None, "", {})
-    except Aborted as exc:
-        raise BrokerError(f"the checkpoint's transaction was aborted ({exc}); a restart learns "
-                          "again from the last committed snapshot (exactly once)") from exc
+    transaction.exactly_once(publish, None, "", {})
     return written[0]

@@ -28,14 +28,19 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from streambayes.errors import UsageError
-from streambayes.runtime.kafka.transactions import TransactionalSink
+from streambayes.errors import BrokerError, UsageError
+from streambayes.runtime.kafka.transactions import Aborted, TransactionalSink
 from streambayes.runtime.loops.checkpoint import write_in_transaction
-from streambayes.runtime.records.sinks import Sink
+from streambayes.runtime.records.sinks import Sink, fit
+from streambayes.runtime.retry import Backoff
 from streambayes.snapshot.store import BaseSnapshotStore, SnapshotInfo
 
 logger = logging.getLogger(__name__)
 ID_PREFIX = "streambayes-learn"
+ATTEMPTS = 3  # transactions of one checkpoint before the learner gives up (exit 1)
+# a letter's bytes, as a plain dead-letter sink sends them (the producer's own limit is the state
+# topic's max.message.bytes, for the snapshot chunks; the dead-letter topic may allow less)
+LETTER_BYTES = {"confluent": 1_000_000 - 512, "kafka-python": 1_048_576 - 512}
 
 
 def transactional_id(store: Any) -> str:
@@ -75,10 +80,13 @@ class TransactionalStore:
     """A Kafka snapshot store (or shard) whose writes are transactions that carry ``letters``;
     everything else is the store's own."""
 
-    def __init__(self, store: Any, make_sink: Callable[[str], TransactionalSink]) -> None:
+    def __init__(self, store: Any, make_sink: Callable[[str], TransactionalSink],
+                 letter_bytes: int | None = None) -> None:
         self.inner = store
         self.letters = LetterBuffer()
+        self.letter_bytes = letter_bytes  # None: the producer's limit
         self.sink = make_sink(transactional_id(store))  # fences the shard's previous writer
+        self._backoff = Backoff(0.2, 5.0, stop=self.sink.stop)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -87,16 +95,33 @@ class TransactionalStore:
         return repr(self.inner)
 
     def write(self, state: Mapping[str, Any], **header: Any) -> SnapshotInfo:
-        """The letters since the last write and the snapshot, in one transaction."""
+        """The letters since the last write and the snapshot, in one transaction; an aborted one
+        is tried again (the same letters and state) up to :data:`ATTEMPTS` times."""
+        letters = [(topic, key, fit(value, self.letter_bytes, f"a message to {topic}"))
+                   for topic, key, value in self.letters.take()]
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                info = self._write_once(letters, state, header)
+                self._backoff.reset()
+                return info
+            except Aborted as exc:
+                if attempt == ATTEMPTS or not self._backoff.wait():
+                    raise BrokerError(
+                        f"the checkpoint's transaction was aborted {attempt} times ({exc}); a "
+                        "restart learns again from the last committed snapshot (exactly once)"
+                    ) from exc
+        raise AssertionError("unreachable")
+
+    def _write_once(self, letters: list, state: Mapping[str, Any], header: dict) -> SnapshotInfo:
         log = self.inner.log
         with log.lock:
             log.writer, log.pending = self.sink, {}
             try:
-                info = write_in_transaction(self.sink, self.letters.take(),
+                info = write_in_transaction(self.sink, letters,
                                             lambda: self.inner.write(state, **header))
                 log.overlay.update(log.pending)  # committed: ours until read back
             finally:
-                log.writer, log.pending = None, {}
+                log.writer, log.pending = None, {}  # aborted: as if never written
         return info
 
     def release(self) -> None:
@@ -135,7 +160,7 @@ def sink_factory(store: Any, settings: Any, stop: Any = None) -> Callable[[str],
     largest = store.log.chunk_bytes + 1024  # the topic's max.message.bytes
     size = ({"message.max.bytes": largest, "batch.size": largest} if client == "confluent"
             else {"max_request_size": largest, "batch_size": largest})
-    options = {**size, **client_options(settings, "producer")}
+    options = {**client_options(settings, "producer"), **size}
 
     def make(tid: str) -> TransactionalSink:
         return TransactionalSink(client, store.log.bootstrap, tid, options=options, stop=stop)
@@ -143,11 +168,22 @@ def sink_factory(store: Any, settings: Any, stop: Any = None) -> Callable[[str],
     return make
 
 
+def letter_bytes(settings: Any) -> int:
+    """A dead letter's largest size: a plain sink's (the client's default message size, or the
+    ``message.max.bytes`` / ``max_request_size`` of ``STREAMBAYES_KAFKA_PRODUCER_OPTIONS``)."""
+    from streambayes.runtime.kafka.connect import client_options
+
+    client = settings.kafka_client
+    given = client_options(settings, "producer").get(
+        "message.max.bytes" if client == "confluent" else "max_request_size")
+    return int(given) - 512 if given else LETTER_BYTES[client]
+
+
 def exactly_once_parts(job: Any, settings: Any, store: BaseSnapshotStore, stop: Any = None
                        ) -> tuple[TransactionalStore, tuple[Sink, str] | None]:
     """A static learner's transactional store and its dead-letter buffer (``(sink, topic)``)."""
     _state, dead = check_targets(job.snapshots, job.dead_letter)
-    wrapped = TransactionalStore(store, sink_factory(store, settings, stop))
+    wrapped = TransactionalStore(store, sink_factory(store, settings, stop), letter_bytes(settings))
     return wrapped, (None if dead is None else (wrapped.letters, dead.topic))
 
 
@@ -155,10 +191,10 @@ def shard_parts(job: Any, settings: Any, store: BaseSnapshotStore, stop: Any = N
                 ) -> Callable[[BaseSnapshotStore], tuple[Any, tuple[Sink, str] | None]]:
     """For a group learner: ``child store -> (its transactional store, its letter buffer)``."""
     _state, dead = check_targets(job.snapshots, job.dead_letter)
-    make = sink_factory(store, settings, stop)
+    make, largest = sink_factory(store, settings, stop), letter_bytes(settings)
 
     def parts(child: BaseSnapshotStore) -> tuple[Any, tuple[Sink, str] | None]:
-        wrapped = TransactionalStore(child, make)
+        wrapped = TransactionalStore(child, make, largest)
         return wrapped, (None if dead is None else (wrapped.letters, dead.topic))
 
     return parts
