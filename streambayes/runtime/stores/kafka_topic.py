@@ -22,6 +22,10 @@ copy of the state. Loading an older snapshot (the newest is corrupt) fetches its
 by offset, with a second consumer. Records whose keys are not this layout's are ignored. Reads
 and writes give up after ``STREAMBAYES_KAFKA_DELIVERY_DEADLINE`` seconds with a SnapshotError.
 
+Readers use ``isolation_level=read_committed``: the records of an open or aborted transaction are
+never seen. ``learn --exactly-once`` (:mod:`~streambayes.runtime.loops.learn_exactly_once`)
+writes each snapshot in a transaction with its dead letters, through ``TopicLog.writer``.
+
 The store, its children and every look share one :class:`TopicLog`. Clients are kafka-python's
 (whatever ``STREAMBAYES_KAFKA_CLIENT`` says: librdkafka took longer to read a fresh topic), with
 the security settings (``STREAMBAYES_KAFKA_SECURITY_*``) and, when ``STREAMBAYES_KAFKA_CLIENT``
