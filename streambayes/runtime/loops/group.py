@@ -15,7 +15,10 @@ manual re-sharding:
 
 A checkpoint (:meth:`GroupLearner.checkpoint`, the one function owning the order) flushes the
 dead-letter sink, writes each dirty shard's snapshot, then commits the shards' offsets to the
-group (lag monitoring only: the snapshots are the truth). Each shard's state reflects exactly the
+group (lag monitoring only: the snapshots are the truth). With ``--exactly-once`` each shard's
+dead letters and snapshot are one Kafka transaction of the shard's own producer, made (fencing
+the shard's previous writer) before the shard is restored
+(:mod:`~streambayes.runtime.loops.learn_exactly_once`). Each shard's state reflects exactly the
 records before its stored offset, so the merge of all shards (what ``predict`` serves, see
 :func:`~streambayes.runtime.loops.shards.expand_shards`) equals one learner of the whole topic.
 
@@ -201,9 +204,7 @@ class GroupLearner:
     def _drop(self, partition: int) -> None:
         shard = self.shards.pop(partition)
         _add(self.stats, shard.loop.stats)
-        release = getattr(shard.loop.store, "release", None)  # --exactly-once: its producer
-        if release is not None:
-            release()
+        _release(shard)
 
     # -- learning ---------------------------------------------------------------------------------
     def run(self) -> LearnStats:
@@ -230,9 +231,7 @@ class GroupLearner:
                               "from there (exactly once)") from exc
         for p in list(self.shards):
             _add(self.stats, self.shards[p].loop.stats)
-            release = getattr(self.shards[p].loop.store, "release", None)  # --exactly-once
-            if release is not None:
-                release()
+            _release(self.shards[p])
         self.stats.seconds = self.clock() - start
         return self.stats
 
@@ -308,6 +307,13 @@ class GroupLearner:
     def _commit(self, saved: tuple[list[SnapshotInfo], dict[str, int]]) -> None:
         if saved[1]:
             self.source.commit({self.topic: saved[1]})
+
+
+def _release(shard: Shard) -> None:
+    """Close a dropped or finished shard's transactional producer (``learn --exactly-once``)."""
+    release = getattr(shard.loop.store, "release", None)
+    if release is not None:
+        release()
 
 
 def _add(total: LearnStats, part: LearnStats) -> None:
