@@ -5,7 +5,8 @@ their dead letters going to a Kafka topic; learners are killed (SIGKILL) mid-str
 again (:mod:`streambayes.devtools.letter_kills`). Each checkpoint's letters and snapshot are one
 Kafka transaction, so a ``read_committed`` reader of the dead-letter topic sees exactly one letter
 per bad record, and the merged state equals one uninterrupted learner of the same events. A static
-learner (``--partitions 0``) and a group of two (one shard per partition), on both clients.
+learner (``--partitions 0``) and a group of two (one shard per partition), on both clients. And
+the state topic's reader skips an open or aborted checkpoint transaction (read_committed).
 ``LETTERS_EXACTLY_ONCE=0`` runs the same without the flag: the letters of the records read since
 the last snapshot are sent again after each kill, and the test fails on duplicates.
 """
@@ -63,3 +64,52 @@ def test_kill_9_exactly_one_dead_letter_per_bad_record(bootstrap, new_topic, tmp
     uninterrupted = learn_file(run.events, options, tmp_path)
     assert uninterrupted.events == n_good
     assert_states_equal(canonical_state(merged.state), canonical_state(uninterrupted.state))
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_state_topic_readers_see_committed_snapshots_only(bootstrap, client):
+    """A reader of the state topic (another host) does not see the snapshot of an open or an
+    aborted checkpoint transaction, and is not held up by the open one."""
+    from streambayes.errors import BrokerError
+    from streambayes.runtime.kafka.transactions import Aborted, TransactionalSink
+    from streambayes.runtime.stores.kafka_topic import KafkaSnapshotStore, TopicLog
+    from tests.store_conformance import STATE
+
+    topic = f"letters-state-{os.getpid()}-{time.time_ns()}"
+
+    def store() -> KafkaSnapshotStore:
+        return KafkaSnapshotStore(TopicLog(bootstrap, topic, timeout=20.0))
+
+    def write(s, n: int):
+        return s.write({**STATE, "counts": STATE["counts"] + n}, model="mnb",
+                       positions={"events": {"0": n}}, events=n)
+
+    writer, reader = store(), store()
+    largest = writer.log.chunk_bytes + 1024
+    size = ({"message.max.bytes": largest} if client == "confluent"
+            else {"max_request_size": largest})
+    sink = TransactionalSink(client, bootstrap, f"test-{topic}", options=size)
+    log = writer.log
+    try:
+        log.writer = sink
+        sink.exactly_once(lambda: write(writer, 1), None, "", {})
+        log.overlay.update(log.pending)
+        log.pending = {}
+        assert reader.ids() == ["000001"]
+
+        def open_then_fail() -> None:
+            write(writer, 2)
+            sink._impl.flush()  # the open transaction's records are in the topic
+            assert reader.ids() == ["000001"]  # read_committed: stops before them, at once
+            raise BrokerError("the learner died here")
+
+        with pytest.raises(Aborted):
+            sink.exactly_once(open_then_fail, None, "", {})
+        log.pending = {}
+        assert reader.ids() == ["000001"] and reader.latest().events == 1
+        assert writer.ids() == ["000001"]
+    finally:
+        log.writer = None
+        sink.close()
+        writer.log.close()
+        reader.log.close()
