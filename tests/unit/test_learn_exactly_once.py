@@ -277,6 +277,30 @@ def test_group_shards_each_have_a_fenced_producer_and_their_own_letters(broker):
     assert len(broker.committed(DLQ)) == 2 and len(committed) == 1
 
 
+def test_a_group_shard_fenced_by_another_member_is_restored_not_fatal(broker):
+    """Two members think they hold partition 0 (one was evicted without hearing of it): each
+    restore fences the other's producer; a fenced checkpoint commits nothing and restores the
+    shard from the newest snapshot instead of stopping the learner. One letter per bad record."""
+    group = FakeGroup({0: 60})
+    a, b = FakeMember(group, "a"), FakeMember(group, "b")
+    ga, gb = (GroupLearner(m, Decoder("jsonl"), kafka_store(broker), lambda: make_model("nb"),
+                           "nb", every=10**9, every_seconds=10**9, batch_size=13,
+                           calibrate=False, shard_parts=_parts) for m in (a, b))
+    a.pending.append(("assigned", [0]))
+    drive(ga, a, 1)
+    b.pending.append(("assigned", [0]))  # fences a's producer of the shard
+    drive(gb, b, 2)
+    assert ga.checkpoint() == [] and broker.log == []  # fenced: restored (fencing b) instead
+    assert ga.shards[0].view.next is None and a.next[0] == 0  # no snapshot yet: the beginning
+    assert ga.shards[0].unsaved == 0
+    assert gb.checkpoint() == [] and broker.log == []  # b fenced in turn: restored too
+    assert b.next[0] == 0
+    drive(gb, b, 3)
+    assert [i.id for i in gb.checkpoint()] == ["000001"]
+    assert letter_offsets(broker) == [5, 22]
+    assert kafka_store(broker).child(shard_name(TOPIC, 0)).latest().events == 37
+
+
 def _parts(child):
     wrapped = TransactionalStore(child, make_sink)
     return wrapped, (wrapped.letters, DLQ)

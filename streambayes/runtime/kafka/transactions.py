@@ -50,6 +50,11 @@ class Aborted(Exception):  # noqa: N818 (a state, not a bug: the batch is served
     """The batch's transaction was aborted; nothing of it is visible to read_committed readers."""
 
 
+class Fenced(BrokerError):  # noqa: N818 (a state: a newer producer took the transactional id)
+    """The producer cannot go on (fenced by a newer instance with its transactional id, or
+    another fatal error); its open transaction is aborted by the broker."""
+
+
 def default_transactional_id(group: str) -> str:
     """``streambayes-predict-<group>-<hostname>`` (documented above).
 
@@ -283,7 +288,7 @@ class TransactionalSink:
 
     def _abort(self, cause: BaseException) -> None:
         if self._impl.fatal(cause):
-            raise BrokerError(f"transactional producer {self.transactional_id} cannot go on "
+            raise Fenced(f"transactional producer {self.transactional_id} cannot go on "
                               f"({cause}); a restart resumes from the last committed offsets "
                               "(exactly once)") from cause
         logger.warning("aborting the transaction (%s: %s); the batch is served again",

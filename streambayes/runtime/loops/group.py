@@ -283,7 +283,10 @@ class GroupLearner:
 
         A shard another member wrote since this one restored or wrote it (this member lost the
         partition for a while without hearing of it) is not overwritten: it is restored again
-        from that newest snapshot and, if ``keep`` (still held), read on from its offset."""
+        from that newest snapshot and, if ``keep`` (still held), read on from its offset. So is a
+        shard whose transactional producer was fenced by another member (``--exactly-once``)."""
+        from streambayes.runtime.kafka.transactions import Fenced
+
         infos, positions = [], {}
         for p in partitions:
             shard = self.shards[p]
@@ -292,17 +295,28 @@ class GroupLearner:
                 logger.warning("%s[%d]: shard snapshot %s was written by another learner (this "
                                "one knew %s); restoring it instead of overwriting it", self.topic,
                                p, newest, shard.last_id)
-                self._drop(p)
-                if keep:
-                    self.shards[p] = self._restore(p)
-                    self.source.seek({self.topic: {str(p): self.shards[p].view.next or 0}})
+                self._reclaim(p, keep)
                 continue
-            info = shard.loop.save()
+            try:
+                info = shard.loop.save()
+            except Fenced as exc:  # nothing of it committed; its letters are dropped with it
+                logger.warning("%s[%d]: %s; restoring the shard's newest snapshot instead",
+                               self.topic, p, exc)
+                self._reclaim(p, keep)
+                continue
             shard.last_id, shard.unsaved = info.id, 0
             infos.append(info)
             positions[str(p)] = shard.view.next
         self.stats.snapshots.extend(infos)
         return infos, positions
+
+    def _reclaim(self, partition: int, keep: bool) -> None:
+        """Drop a shard another learner wrote or fenced; if ``keep``, restore it from the newest
+        snapshot and read on from its offset."""
+        self._drop(partition)
+        if keep:
+            self.shards[partition] = self._restore(partition)
+            self.source.seek({self.topic: {str(partition): self.shards[partition].view.next or 0}})
 
     def _commit(self, saved: tuple[list[SnapshotInfo], dict[str, int]]) -> None:
         if saved[1]:
