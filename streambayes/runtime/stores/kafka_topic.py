@@ -76,10 +76,8 @@ class TopicLog:
         self._probe: Any = None  # the consumer before the topic exists
         self._producer: Any = None
         self._max_message: int | None = None
-        # learn --exactly-once (stores/transactional.py): while a transaction is open, ``send``
-        # goes to ``writer`` (a TransactionalSink) and its records wait in ``pending``; once it
-        # commits they join ``overlay`` (written here, not yet read back: a read_committed reader
-        # stops at another writer's open transaction) until ``refresh`` reads them.
+        # learn --exactly-once (loops/learn_exactly_once.py): ``send`` goes to ``writer`` in a
+        # transaction, its records in ``pending``, then in ``overlay`` until read back (live())
         self.writer: Any = None
         self.pending: dict[str, bytes | None] = {}
         self.overlay: dict[str, bytes | None] = {}
