@@ -194,6 +194,9 @@ def _add_learn_arguments(p: argparse.ArgumentParser) -> None:
                    help="continue a snapshot learned from another source (default: refuse)")
     p.add_argument("--no-calibration", action="store_true",
                    help="do not fit the calibration exponent the predictor serves with")
+    p.add_argument("--exactly-once", action="store_true",
+                   help="each checkpoint's dead letters and snapshot in one Kafka transaction: one "
+                        "committed letter per bad record (a kafka:// store; --dead-letter a topic)")
     _add_per_key_bounds(p)
     _add_bound_arguments(p)
     _add_record_arguments(p)

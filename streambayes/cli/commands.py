@@ -108,7 +108,7 @@ def _run_learn(args: argparse.Namespace, settings: Settings) -> int:
                    follow=args.follow, network=args.network, keep=args.keep,
                    new_source=args.new_source, per_key=args.per_key,
                    calibrate=not args.no_calibration, metrics_port=args.metrics_port,
-                   progress_seconds=args.progress_seconds,
+                   progress_seconds=args.progress_seconds, exactly_once=args.exactly_once,
                    **_per_key_bounds(args, settings), bounds=_bounds(args, settings))
     _logging()
     with _stop_on_signals() as stop, _stopped_quietly(stop):

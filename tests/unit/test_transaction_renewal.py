@@ -56,7 +56,7 @@ _Backend.broken_after_commit = False
 def sink(monkeypatch):
     monkeypatch.setitem(transactions._BACKENDS, "fake", _Backend)
     _Backend.made, _Backend.failures, _Backend.broken_after_commit = [], [], False
-    return TransactionalSink("fake", "127.0.0.1:9", "tid")
+    return TransactionalSink("fake", "127.0.0.1:9", "tid", renew=True)
 
 
 def _publish(sink):
@@ -137,7 +137,7 @@ def test_an_abort_that_timed_out_while_the_broker_is_away_is_tried_again(monkeyp
 
     monkeypatch.setitem(transactions._BACKENDS, "fake", _ConfluentBackend)
     _Backend.made, _ConfluentBackend.aborted = [], 0
-    sink = TransactionalSink("fake", "127.0.0.1:9", "tid")
+    sink = TransactionalSink("fake", "127.0.0.1:9", "tid", renew=True)
     _Backend.failures = [_kafka_exception(KafkaError._TRANSPORT, retriable=True)]
     _ConfluentBackend.abort_failures = [_kafka_exception(KafkaError._TIMED_OUT, retriable=True)
                                         for _ in range(2)]
@@ -150,7 +150,7 @@ def test_an_abort_that_cannot_finish_is_fatal(monkeypatch):
     from confluent_kafka import KafkaError
 
     monkeypatch.setitem(transactions._BACKENDS, "fake", _ConfluentBackend)
-    sink = TransactionalSink("fake", "127.0.0.1:9", "tid")
+    sink = TransactionalSink("fake", "127.0.0.1:9", "tid", renew=True)
     _Backend.failures = [_kafka_exception(KafkaError._TRANSPORT, retriable=True)]
     _ConfluentBackend.abort_failures = [_kafka_exception(KafkaError._STATE)]  # not retriable
     with pytest.raises(BrokerError, match="cannot abort"):
@@ -222,3 +222,14 @@ def test_kafka_python_nothing_to_abort_when_no_transaction_is_open():
     ready.abort()
     open_.abort()
     assert ready.producer.aborted == 0 and open_.producer.aborted == 1
+
+
+def test_a_learner_shard_producer_is_never_renewed(monkeypatch):
+    """A new owner of a learner's shard fences the old one through the transactional id: the
+    old one must stop, not take the id back."""
+    monkeypatch.setitem(transactions._BACKENDS, "fake", _Backend)
+    _Backend.made, _Backend.failures, _Backend.broken_after_commit = [], [ProducerFencedError()], False
+    sink = TransactionalSink("fake", "127.0.0.1:9", "tid")
+    with pytest.raises(transactions.Fenced):
+        sink.exactly_once(_publish(sink), None, "in", {0: 1})
+    assert len(_Backend.made) == 1

@@ -16,9 +16,12 @@ consumer to the start of the batch (:func:`rewind`) and serves it again. An erro
 can cure (a refused authorization, a producer fenced again and again, which means another live
 process uses the same transactional id, or the abort itself fails) is a
 :class:`~streambayes.errors.BrokerError`: the predictor exits 1 and a restart resumes exactly once
-from the last committed offsets. A producer fenced once (after a broker restart the coordinator
-may time out and bump the epoch of an open transaction) is replaced by a new one with the same id
-and the batch served again, at most :data:`MAX_RENEWALS` times in :data:`RENEWAL_WINDOW` seconds.
+from the last committed offsets. A predictor's producer fenced once (after a broker restart the
+coordinator may time out and bump the epoch of an open transaction) is replaced by a new one with
+the same id and the batch served again, at most :data:`MAX_RENEWALS` times in
+:data:`RENEWAL_WINDOW` seconds (``renew=True``: the consumer group's metadata in each transaction
+fences a zombie predictor). A learner's shard producer is never renewed: a new owner of the shard
+fences the old one through the transactional id (:class:`Fenced`).
 
 **Transactional id.** One per predictor instance, stable across its restarts: the broker then
 fences the instance that was killed (its producer epoch is bumped, its open transaction aborted) as
@@ -54,6 +57,11 @@ RENEWAL_WINDOW = 60.0
 
 class Aborted(Exception):  # noqa: N818 (a state, not a bug: the batch is served again)
     """The batch's transaction was aborted; nothing of it is visible to read_committed readers."""
+
+
+class Fenced(BrokerError):  # noqa: N818 (a state: a newer producer took the transactional id)
+    """The producer cannot go on (fenced by a newer instance with its transactional id, or
+    another fatal error); its open transaction is aborted by the broker."""
 
 
 def default_transactional_id(group: str) -> str:
@@ -273,7 +281,7 @@ class TransactionalSink:
 
     def __init__(self, client: str, bootstrap: str, transactional_id: str, *,
                  options: Mapping[str, Any] | None = None, stop: threading.Event | None = None,
-                 linger_ms: int = 0) -> None:
+                 linger_ms: int = 0, renew: bool = False) -> None:
         if client not in _BACKENDS:
             raise BrokerError(f"Kafka client {client!r} has no transactional producer")
         self.client = client
@@ -288,6 +296,9 @@ class TransactionalSink:
         self._make = lambda: _BACKENDS[client](bootstrap, transactional_id, dict(options or {}),
                                                linger_ms)
         self._impl = self._make()
+        # replace a fenced producer (the predictor: its consumer group fences zombies); never for
+        # a learner's shard producer, whose fencing by a new owner is the zombie fence itself
+        self.renew = renew
         self.renewals: list[float] = []  # when a fenced producer was replaced (monotonic)
         self.max_bytes = self._impl.max_bytes
         logger.info("transactional producer %s ready (%s)", transactional_id, client)
@@ -301,20 +312,30 @@ class TransactionalSink:
         self._impl.send(topic, k, fit(value, self.max_bytes - len(k or b""), f"a message to {topic}"))
         self.count += 1
 
+    def send_raw(self, topic: str, key: bytes, value: bytes | None) -> None:
+        """Send ``value`` as is (None: a tombstone) in the open transaction: the records of a
+        snapshot in a Kafka state topic (``learn --exactly-once``), sized by the store."""
+        if not self._open:
+            raise BrokerError("send outside a transaction (use TransactionalSink.exactly_once)")
+        self._impl.send(topic, key, value)
+        self.count += 1
+
     def flush(self) -> None:
         """Nothing to do between transactions (commit waits for every message of its batch)."""
 
     def exactly_once(self, publish: Callable[[], None], consumer: Any, topic: str,
                      offsets: Mapping[int, int]) -> None:
         """Begin; ``publish()``; send ``offsets`` ({partition: next offset} of ``topic``) with the
-        consumer's group metadata; commit. Raises :class:`Aborted` after an abort, or
-        :class:`~streambayes.errors.BrokerError` when no abort can cure the failure."""
+        consumer's group metadata (none when ``consumer`` is None); commit. Raises
+        :class:`Aborted` after an abort, or :class:`~streambayes.errors.BrokerError` when no
+        abort can cure the failure."""
         start = time.monotonic()
         try:
             self._impl.begin()
             self._open = True
             publish()
-            self._impl.offsets(consumer, topic, offsets)
+            if consumer is not None:
+                self._impl.offsets(consumer, topic, offsets)
             self._impl.commit()
             self._open = False
             self.transactions += 1
@@ -330,9 +351,9 @@ class TransactionalSink:
 
     def _abort(self, cause: BaseException) -> None:
         if self._impl.fatal(cause) or self._impl.broken():
-            if self._impl.renewable(cause) and self._renew(cause):
+            if self.renew and self._impl.renewable(cause) and self._renew(cause):
                 return
-            raise BrokerError(f"transactional producer {self.transactional_id} cannot go on "
+            raise Fenced(f"transactional producer {self.transactional_id} cannot go on "
                               f"({cause}); a restart resumes from the last committed offsets "
                               "(exactly once)") from cause
         logger.warning("aborting the transaction (%s: %s); the batch is served again",
@@ -343,8 +364,8 @@ class TransactionalSink:
                 self._impl.abort()
                 break
             except Exception as exc:
-                if ((self._impl.fatal(exc) or self._impl.broken()) and self._impl.renewable(exc)
-                        and self._renew(exc)):
+                if ((self._impl.fatal(exc) or self._impl.broken()) and self.renew
+                        and self._impl.renewable(exc) and self._renew(exc)):
                     return
                 if (self._impl.resumable(exc) and not self.stop.is_set()
                         and time.monotonic() - start < ABORT_PATIENCE):

@@ -137,7 +137,7 @@ def run_exactly_once(job: Any, settings: Any, stop: Any,
         sink = TransactionalSink(settings.kafka_client, sink_uri.bootstrap, tid,
                                  options={**low_latency(client, "producer", client_options(
                                      settings, "producer")), **client_options(settings, "producer")},
-                                 stop=stop)
+                                 stop=stop, renew=True)
         try:
             restore = partial(restore_model, bounds=per_key_bounds(job), **store_options(settings))
             with observer_for(job, "predict", source) as observer:

@@ -15,7 +15,10 @@ manual re-sharding:
 
 A checkpoint (:meth:`GroupLearner.checkpoint`, the one function owning the order) flushes the
 dead-letter sink, writes each dirty shard's snapshot, then commits the shards' offsets to the
-group (lag monitoring only: the snapshots are the truth). Each shard's state reflects exactly the
+group (lag monitoring only: the snapshots are the truth). With ``--exactly-once`` each shard's
+dead letters and snapshot are one Kafka transaction of the shard's own producer, made (fencing
+the shard's previous writer) before the shard is restored
+(:mod:`~streambayes.runtime.loops.learn_exactly_once`). Each shard's state reflects exactly the
 records before its stored offset, so the merge of all shards (what ``predict`` serves, see
 :func:`~streambayes.runtime.loops.shards.expand_shards`) equals one learner of the whole topic.
 
@@ -128,7 +131,8 @@ class GroupLearner:
                  every_seconds: float = 60.0, batch_size: int = 1000,
                  stop: threading.Event | None = None, config: Mapping[str, Any] | None = None,
                  clock: Callable[[], float] = time.monotonic, calibrate: bool = True,
-                 observer: Any = None) -> None:
+                 observer: Any = None, shard_parts: Callable[[Any], tuple[Any, Any]] | None = None
+                 ) -> None:
         if every < 1 or batch_size < 1 or every_seconds <= 0:
             raise UsageError("--every, --every-seconds and the batch size must be positive")
         if store.ids():
@@ -143,6 +147,8 @@ class GroupLearner:
         self.config, self.clock, self.calibrate = dict(config or {}), clock, calibrate
         self.topic = source.topic
         self.observer = observer  # an Observer shared by the shards (None: none)
+        # learn --exactly-once: child store -> (its transactional store, its dead-letter buffer)
+        self.shard_parts = shard_parts
         self.shards: dict[int, Shard] = {}
         self.stats = LearnStats()
         self._since = 0  # records read since the last periodic checkpoint
@@ -183,9 +189,12 @@ class GroupLearner:
 
     def _restore(self, partition: int) -> Shard:
         view = PartitionView(self.topic, partition)
-        child = self.store.child(shard_name(self.topic, partition))
+        child: Any = self.store.child(shard_name(self.topic, partition))
+        dead = self.dead_letters
+        if self.shard_parts is not None:  # fences the shard's previous writer before reading it
+            child, dead = self.shard_parts(child)
         loop = LearnLoop(view, self.decoder, child, self.make_model, self.model_name,
-                         dead_letters=self.dead_letters, batch_size=self.batch_size,
+                         dead_letters=dead, batch_size=self.batch_size,
                          stop=self.stop, config=self.config, clock=self.clock,
                          calibrate=self.calibrate, observer=self.observer)
         loop.restore()
@@ -195,6 +204,7 @@ class GroupLearner:
     def _drop(self, partition: int) -> None:
         shard = self.shards.pop(partition)
         _add(self.stats, shard.loop.stats)
+        _release(shard)
 
     # -- learning ---------------------------------------------------------------------------------
     def run(self) -> LearnStats:
@@ -221,6 +231,7 @@ class GroupLearner:
                               "from there (exactly once)") from exc
         for p in list(self.shards):
             _add(self.stats, self.shards[p].loop.stats)
+            _release(self.shards[p])
         self.stats.seconds = self.clock() - start
         return self.stats
 
@@ -272,7 +283,10 @@ class GroupLearner:
 
         A shard another member wrote since this one restored or wrote it (this member lost the
         partition for a while without hearing of it) is not overwritten: it is restored again
-        from that newest snapshot and, if ``keep`` (still held), read on from its offset."""
+        from that newest snapshot and, if ``keep`` (still held), read on from its offset. So is a
+        shard whose transactional producer was fenced by another member (``--exactly-once``)."""
+        from streambayes.runtime.kafka.transactions import Fenced
+
         infos, positions = [], {}
         for p in partitions:
             shard = self.shards[p]
@@ -281,21 +295,39 @@ class GroupLearner:
                 logger.warning("%s[%d]: shard snapshot %s was written by another learner (this "
                                "one knew %s); restoring it instead of overwriting it", self.topic,
                                p, newest, shard.last_id)
-                self._drop(p)
-                if keep:
-                    self.shards[p] = self._restore(p)
-                    self.source.seek({self.topic: {str(p): self.shards[p].view.next or 0}})
+                self._reclaim(p, keep)
                 continue
-            info = shard.loop.save()
+            try:
+                info = shard.loop.save()
+            except Fenced as exc:  # nothing of it committed; its letters are dropped with it
+                logger.warning("%s[%d]: %s; restoring the shard's newest snapshot instead",
+                               self.topic, p, exc)
+                self._reclaim(p, keep)
+                continue
             shard.last_id, shard.unsaved = info.id, 0
             infos.append(info)
             positions[str(p)] = shard.view.next
         self.stats.snapshots.extend(infos)
         return infos, positions
 
+    def _reclaim(self, partition: int, keep: bool) -> None:
+        """Drop a shard another learner wrote or fenced; if ``keep``, restore it from the newest
+        snapshot and read on from its offset."""
+        self._drop(partition)
+        if keep:
+            self.shards[partition] = self._restore(partition)
+            self.source.seek({self.topic: {str(partition): self.shards[partition].view.next or 0}})
+
     def _commit(self, saved: tuple[list[SnapshotInfo], dict[str, int]]) -> None:
         if saved[1]:
             self.source.commit({self.topic: saved[1]})
+
+
+def _release(shard: Shard) -> None:
+    """Close a dropped or finished shard's transactional producer (``learn --exactly-once``)."""
+    release = getattr(shard.loop.store, "release", None)
+    if release is not None:
+        release()
 
 
 def _add(total: LearnStats, part: LearnStats) -> None:
@@ -325,8 +357,14 @@ def run_group_learn(job: Any, settings: Any, stop: threading.Event | None = None
     build_models([name or "nb"], job.network, job.label_field, job.bounds)  # checks the name
     store = _open_learn_store(job, settings)  # a directory, kafka:// or s3://
     source = open_member_source(job.source, settings, stop=stop)
-    dead = open_sink(job.dead_letter, settings, stop=stop) if job.dead_letter else None
+    dead = open_sink(job.dead_letter, settings, stop=stop) \
+        if job.dead_letter and not job.exactly_once else None
     try:
+        parts = None
+        if job.exactly_once:
+            from streambayes.runtime.loops.learn_exactly_once import shard_parts
+
+            parts = shard_parts(job, settings, store, stop)
         decoder = _decoder(source, job, limits=RecordLimits.from_settings(settings))
         config = {"source": job.source, "partitions": None, "label_field": job.label_field,
                   "format": decoder.format}
@@ -337,7 +375,7 @@ def run_group_learn(job: Any, settings: Any, stop: threading.Event | None = None
                                      job.bounds)[name or "nb"],
                 name, dead_letters=dead, every=job.every, every_seconds=job.every_seconds,
                 batch_size=job.batch_size, stop=stop, config=config, calibrate=job.calibrate,
-                observer=observer)
+                observer=observer, shard_parts=parts)
             return learner.run()
     finally:
         source.close()

@@ -72,6 +72,7 @@ class LearnJob:
     bounds: Mapping[str, int] | None = None  # max_classes, max_fields, max_values of a new model
     metrics_port: int | None = None  # serve Prometheus metrics on this port (None: no endpoint)
     progress_seconds: float = 10.0  # a progress line (counts, rate, lag) every so many seconds
+    exactly_once: bool = False  # dead letters and snapshots in one Kafka transaction (a kafka:// store)
 
 
 @dataclass

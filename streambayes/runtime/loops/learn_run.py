@@ -25,6 +25,10 @@ def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = 
     from streambayes.runtime.observe import observer_for
     from streambayes.runtime.records.uri import parse_uri
 
+    if job.exactly_once:
+        from streambayes.runtime.loops.learn_exactly_once import check_targets
+
+        check_targets(job.snapshots, job.dead_letter)  # exit 2 before anything is opened
     if job.partitions is None and not isinstance(parse_uri(job.source), Path):
         from streambayes.runtime.loops.group import run_group_learn
 
@@ -32,10 +36,16 @@ def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = 
     stop = stop or threading.Event()
     source = open_source(job.source, settings, role="learn", partitions=job.partitions,
                          fmt=job.format, stop=stop, follow=job.follow)
-    dead = open_sink(job.dead_letter, settings, stop=stop) if job.dead_letter else None
+    dead = open_sink(job.dead_letter, settings, stop=stop) \
+        if job.dead_letter and not job.exactly_once else None
+    store: Any = None
     try:
         decoder = _decoder(source, job, limits=RecordLimits.from_settings(settings))
         store = _open_learn_store(job, settings)
+        if job.exactly_once:
+            from streambayes.runtime.loops.learn_exactly_once import exactly_once_parts
+
+            store, dead = exactly_once_parts(job, settings, store, stop)
         name = job.model
 
         def make() -> Any:
@@ -64,6 +74,9 @@ def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = 
         source.close()
         if dead is not None:
             dead[0].close()
+        release = getattr(store, "release", None)  # learn --exactly-once: its producer
+        if release is not None:
+            release()
 
 
 def _open_learn_store(job: LearnJob, settings: Settings) -> BaseSnapshotStore:

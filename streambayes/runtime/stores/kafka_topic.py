@@ -22,6 +22,10 @@ copy of the state. Loading an older snapshot (the newest is corrupt) fetches its
 by offset, with a second consumer. Records whose keys are not this layout's are ignored. Reads
 and writes give up after ``STREAMBAYES_KAFKA_DELIVERY_DEADLINE`` seconds with a SnapshotError.
 
+Readers use ``isolation_level=read_committed``: the records of an open or aborted transaction are
+never seen. ``learn --exactly-once`` (:mod:`~streambayes.runtime.loops.learn_exactly_once`)
+writes each snapshot in a transaction with its dead letters, through ``TopicLog.writer``.
+
 The store, its children and every look share one :class:`TopicLog`. Clients are kafka-python's
 (whatever ``STREAMBAYES_KAFKA_CLIENT`` says: librdkafka took longer to read a fresh topic), with
 the security settings (``STREAMBAYES_KAFKA_SECURITY_*``) and, when ``STREAMBAYES_KAFKA_CLIENT``
@@ -72,6 +76,11 @@ class TopicLog:
         self._probe: Any = None  # the consumer before the topic exists
         self._producer: Any = None
         self._max_message: int | None = None
+        # learn --exactly-once (loops/learn_exactly_once.py): ``send`` goes to ``writer`` in a
+        # transaction, its records in ``pending``, then in ``overlay`` until read back (live())
+        self.writer: Any = None
+        self.pending: dict[str, bytes | None] = {}
+        self.overlay: dict[str, bytes | None] = {}
 
     def __repr__(self) -> str:
         return f"kafka://{self.bootstrap}/{self.topic}"
@@ -105,7 +114,23 @@ class TopicLog:
             except KafkaError as exc:
                 raise SnapshotError(f"cannot read the state topic {self}: {exc}") from exc
 
+    def live(self) -> dict[str, bytes | int]:
+        """``records`` with this process's transactional writes not yet read back on top (those
+        committed, ``overlay``, then those of the open transaction, ``pending``); the plain
+        ``records`` when there are none."""
+        if not self.overlay and not self.pending:
+            return self.records
+        out = dict(self.records)
+        for key, value in (*self.overlay.items(), *self.pending.items()):
+            if value is None:
+                out.pop(key, None)
+            else:
+                out[key] = value
+        return out
+
     def _apply(self, key: str, value: bytes | None, offset: int) -> None:
+        if key in self.overlay and self.overlay[key] == value:
+            del self.overlay[key]  # our own transactional write, read back
         namespace, _, name = key.rpartition("/")
         if not (_MANIFEST.fullmatch(name) or _CHUNK.fullmatch(name)) or not all(
                 _CHILD.fullmatch(part) for part in namespace.split("/") if namespace):
@@ -135,7 +160,8 @@ class TopicLog:
     def values(self, keys: list[str]) -> list[bytes | None]:
         """The values of ``keys`` (None: not in the topic), fetched again by offset if dropped."""
         with self.lock:
-            found = [self.records.get(key) for key in keys]
+            live = self.live()
+            found = [live.get(key) for key in keys]
             cold = {value: key for key, value in zip(keys, found, strict=True) if isinstance(value, int)}
             fetched = self._fetch(cold) if cold else {}
             return [fetched.get(key) if isinstance(value, int) else value
@@ -151,6 +177,7 @@ class TopicLog:
             if self._fetcher is None:
                 self._fetcher = KafkaConsumer(
                     bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+                    isolation_level="read_committed",
                     allow_auto_create_topics=False, max_partition_fetch_bytes=16 << 20,
                     fetch_max_bytes=64 << 20, **self._role("consumer"))
                 self._fetcher.assign([tp])
@@ -170,6 +197,11 @@ class TopicLog:
         from kafka.errors import KafkaError
 
         with self.lock:
+            if self.writer is not None:  # learn --exactly-once: into the open transaction
+                for key, value in items:
+                    self.writer.send_raw(self.topic, key.encode(), value)
+                    self.pending[key] = value
+                return
             try:
                 self._open_producer()
                 futures = [self._producer.send(self.topic, key=key.encode(), value=value, partition=0)
@@ -196,6 +228,7 @@ class TopicLog:
             options = {"retry_backoff_ms": _READER_BACKOFF_MS, **self._role("consumer")}
             self._probe = KafkaConsumer(
                 bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+                isolation_level="read_committed",
                 allow_auto_create_topics=False, auto_offset_reset="earliest",
                 max_partition_fetch_bytes=16 << 20, fetch_max_bytes=64 << 20, **options)
         if not self._probe.partitions_for_topic(self.topic):
@@ -286,7 +319,7 @@ class KafkaSnapshotStore(BaseSnapshotStore):
         """This namespace's records (not its children's), keyed without the prefix."""
         n = len(self.namespace)
         with self.log.lock:
-            return {k[n:]: v for k, v in self.log.records.items()
+            return {k[n:]: v for k, v in self.log.live().items()
                     if k.startswith(self.namespace) and "/" not in k[n:]}
 
     def _numbers(self) -> list[int]:
@@ -300,7 +333,7 @@ class KafkaSnapshotStore(BaseSnapshotStore):
     def _read(self, number: int) -> bytes:
         name = self._name(number)
         with self.log.lock:
-            manifest = self.log.records.get(name)
+            manifest = self.log.live().get(name)
             if manifest is None:
                 raise SnapshotError(f"no snapshot {format_id(number)} in {self}")
             size, chunks, digest = _parse_manifest(manifest, self.limits)
@@ -348,7 +381,7 @@ class KafkaSnapshotStore(BaseSnapshotStore):
         self.log.refresh()
         n = len(self.namespace)
         with self.log.lock:
-            heads = {k[n:].split("/", 1)[0] for k in self.log.records
+            heads = {k[n:].split("/", 1)[0] for k in self.log.live()
                      if k.startswith(self.namespace) and "/" in k[n:]}
         return [name for name in heads if _CHILD.fullmatch(name)]
 
