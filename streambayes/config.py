@@ -14,7 +14,7 @@
   ``STREAMBAYES_KAFKA_SSL_CAFILE``, ``STREAMBAYES_KAFKA_SSL_CERTFILE``,
   ``STREAMBAYES_KAFKA_SSL_KEYFILE``: passed through to the client.
 - ``STREAMBAYES_KAFKA_OPTIONS``: a JSON object of further client options, passed as they are
-  (kafka-python keyword names, or librdkafka property names for ``confluent``).
+  (librdkafka property names for ``confluent``, kafka-python keyword names for ``kafka-python``).
 - ``STREAMBAYES_LOSS`` (a JSON loss matrix ``{"decided": {"truth": cost}}``) and
   ``STREAMBAYES_REJECT`` (the cost of "unsure"): decisions of ``predict`` and ``replay`` when
   ``--loss``/``--reject`` are not given.
