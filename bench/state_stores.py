@@ -51,9 +51,13 @@ def worker(uri: str) -> None:
     from streambayes.runtime.loops.spill import check_build
     from streambayes.runtime.stores import open_store
 
-    if uri.startswith("kafka://"):
-        import confluent_kafka  # noqa: F401 (imports are not the load)
+    if uri.startswith("kafka://"):  # imports are not the load (a predictor has them already)
+        import confluent_kafka  # noqa: F401
         import kafka  # noqa: F401
+
+        import streambayes.runtime.kafka.connect  # noqa: F401
+        import streambayes.runtime.stores.kafka_readers  # noqa: F401
+        import streambayes.runtime.stores.kafka_topic  # noqa: F401
     elif uri.startswith("s3://"):
         import boto3  # noqa: F401
     settings = Settings()

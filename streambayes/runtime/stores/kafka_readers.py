@@ -38,6 +38,13 @@ _READER_BACKOFF_MS = 20
 _RECONNECT_BACKOFF_MS = 10
 
 
+def _missing_codes() -> frozenset[int]:
+    from confluent_kafka import KafkaError
+
+    return frozenset({KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC,
+                      KafkaError.UNKNOWN_TOPIC_OR_PART})
+
+
 def open_reader(client: str, bootstrap: str, topic: str, options: Mapping[str, Any],
                 name: str) -> Any:
     """The reader of ``client`` (``confluent`` or ``kafka-python``); ``options`` are that
@@ -89,18 +96,18 @@ class ConfluentReader:
 
         if self._assigned:
             return True
-        try:
-            if self._consumer is None:
-                self._consumer = self._client()
-            found = self._consumer.list_topics(self.topic, timeout=10.0).topics.get(self.topic)
-            if found is None or found.error is not None or 0 not in found.partitions:
-                return False
+        if self._consumer is None:
+            self._consumer = self._client()
+        try:  # the watermarks, asked before the first fetch; a missing topic has no partition 0
             tp = TopicPartition(self.topic, 0)
             self._first_end = self._consumer.get_watermark_offsets(tp, timeout=10.0, cached=False)
         except KafkaException as exc:
+            if exc.args[0].code() in _missing_codes():
+                return False
             raise SnapshotError(f"cannot read the state topic {self.name}: {exc}") from exc
         self._consumer.assign([TopicPartition(self.topic, 0, self._first_end[0])])
         self._assigned = True
+        self._second()  # connects while the first read runs
         return True
 
     def _second(self) -> Any:
