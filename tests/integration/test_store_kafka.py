@@ -260,3 +260,30 @@ def test_group_learners_keep_their_partition_shards_in_the_state_topic(bootstrap
     assert main(["predict", "--source", "q.jsonl", "--sink", "out.jsonl", "--snapshots", uri]) == 0
     (post,) = map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())
     assert post["decision"] == "spam"
+
+
+def test_a_reader_skips_aborted_records_and_reads_past_transaction_markers(bootstrap, client):
+    """Records of an aborted transaction are no snapshot, and a log that ends with a transaction
+    marker (no record at its last offset) is read to its end, not until the read's deadline."""
+    from confluent_kafka import Producer
+
+    uri = f"kafka://{bootstrap}/{_topic()}"
+    writer = open_store(uri)
+    _write(writer, 1)
+    topic = writer.log.topic
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, key=b"snapshot-000007.sbs", value=b"{}", partition=0)
+    assert producer.flush(30) == 0  # in the log, then aborted
+    producer.abort_transaction(30)
+    producer.begin_transaction()
+    producer.produce(topic, key=b"not-a-snapshot", value=b"x", partition=0)
+    producer.commit_transaction(30)
+    reader = KafkaSnapshotStore(TopicLog(bootstrap, topic, timeout=20), 5)
+    try:
+        assert reader.ids() == ["000001"] and reader.latest().events == 1
+        _write(writer, 2)
+        assert reader.ids() == ["000001", "000002"] and reader.latest().events == 2
+    finally:
+        reader.log.close()

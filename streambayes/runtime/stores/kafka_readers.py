@@ -12,6 +12,10 @@ A reader has three calls, all under the :class:`~.kafka_topic.TopicLog`'s lock:
 - ``fetch(wanted, timeout)``: the records at the ``wanted`` offsets (offset -> key) again, with a
   second consumer (an older snapshot's chunks the log no longer keeps in memory).
 
+Both read committed records only (``isolation.level=read_committed``): what a transaction that
+was aborted wrote is never a snapshot, and a log ending with a transaction marker is read to
+its end.
+
 librdkafka (:class:`ConfluentReader`, the default) reads a fresh topic about 4x faster than
 kafka-python here, which waits ``retry_backoff_ms`` before its first fetch (bench/state_stores.py).
 """
@@ -196,7 +200,7 @@ class KafkaPythonReader:
                         "allow_auto_create_topics": False, "auto_offset_reset": "earliest",
                         "max_partition_fetch_bytes": _MAX_PARTITION_FETCH,
                         "fetch_max_bytes": _MAX_FETCH, "retry_backoff_ms": _READER_BACKOFF_MS,
-                        **options}
+                        "isolation_level": "read_committed", **options}
         self._consumer: Any = None
         self._probe: Any = None  # the consumer before the topic exists
         self._fetcher: Any = None
