@@ -14,8 +14,9 @@
    the topic grown to 8 partitions; the merged shards are compared, array for array, with one
    uninterrupted learner of the same events (:mod:`streambayes.devtools.group_kills`).
 
-    python bench/group_scaling.py                   # 100,000 events, kafka-python
-    python bench/group_scaling.py --client confluent --events 30000
+    python bench/group_scaling.py                   # 100,000 events, the default client
+    python bench/group_scaling.py --client kafka-python --events 30000
+    python bench/group_scaling.py --takeover-only   # the take-over alone
 """
 
 from __future__ import annotations
@@ -33,10 +34,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.integration.helpers
 from _common import data_dir, load_sms_spam, package_version  # noqa: E402
 
+from streambayes.config import Settings
 from streambayes.devtools.broker import broker_info
 from streambayes.devtools.kafka_broker import cpu_seconds
 from streambayes.devtools.kills import _Producer, encode, events_in, learn_command, wait_until
 
+DEFAULT_CLIENT = Settings().kafka_client
 OPTIONS = ["--model", "nb", "--every", "20000", "--every-seconds", "1", "--batch-size", "1000"]
 STAMP = re.compile(
     r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO \S+: (joining|assigned|checkpoint of)")
@@ -160,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=100_000)
     ap.add_argument("--partitions", type=int, default=4)
-    ap.add_argument("--client", default="kafka-python", choices=["kafka-python", "confluent"])
+    ap.add_argument("--client", default=DEFAULT_CLIENT, choices=["kafka-python", "confluent"])
+    ap.add_argument("--takeover-only", action="store_true", help="skip the scale-out phases")
     ap.add_argument("--rate", type=float, default=2_000.0, help="events/s during the take-over")
     ap.add_argument("--faults", action="store_true", help="also the kill -9 / add-partitions run")
     ap.add_argument("--kills", type=int, default=3)
@@ -168,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     texts, labels = load_sms_spam()
     make = sms_event(texts, labels)
+    print(f"default client (STREAMBAYES_KAFKA_CLIENT): {DEFAULT_CLIENT}; this run: {args.client}")
     print(f"python {sys.version.split()[0]}; {args.client} "
           f"{package_version('kafka-python' if args.client == 'kafka-python' else 'confluent-kafka')}; "
           f"{args.events:,} events on {args.partitions} partitions; load {os.getloadavg()[0]:.1f}",
@@ -178,22 +183,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"broker: {info}", flush=True)
         work = Path(tmp)
         topic = f"scale-{os.getpid()}"
-        create_topic(info.bootstrap, topic, args.partitions)
-        produce_all(info.bootstrap, topic, make, args.events)
-        static = scale(info, topic, args.events, 1, args.client, work,
-                       ("--partitions", ",".join(map(str, range(args.partitions)))))
-        one = scale(info, topic, args.events, 1, args.client, work)
-        two = scale(info, topic, args.events, 2, args.client, work)
+        if not args.takeover_only:
+            create_topic(info.bootstrap, topic, args.partitions)
+            produce_all(info.bootstrap, topic, make, args.events)
+            static = scale(info, topic, args.events, 1, args.client, work,
+                           ("--partitions", ",".join(map(str, range(args.partitions)))))
+            one = scale(info, topic, args.events, 1, args.client, work)
+            two = scale(info, topic, args.events, 2, args.client, work)
         live = f"live-{os.getpid()}"
         create_topic(info.bootstrap, live, args.partitions)
         over = takeover(info, live, args.rate, args.client, work, make)
         fault = faults(info, args, work) if args.faults else None
-    ratio = two["events_per_s"] / max(one["events_per_s"], 1e-9)
-    for name, r in (("static", static), ("one learner", one), ("two learners", two)):
-        cpu = "n/a" if r["broker_cpu_s"] is None else f"{r['broker_cpu_s']:.1f} s"
-        print(f"{name:>13}: {r['events_per_s']:>9,.0f} events/s over {r['seconds']:.1f} s; "
-              f"broker CPU {cpu}; learners' CPU {r['learners_cpu_s']:.1f} s")
-    print(f"two / one: {ratio:.2f}x (target >= 1.4x)  {'PASS' if ratio >= 1.4 else 'MISS'}")
+    if not args.takeover_only:
+        ratio = two["events_per_s"] / max(one["events_per_s"], 1e-9)
+        for name, r in (("static", static), ("one learner", one), ("two learners", two)):
+            cpu = "n/a" if r["broker_cpu_s"] is None else f"{r['broker_cpu_s']:.1f} s"
+            print(f"{name:>13}: {r['events_per_s']:>9,.0f} events/s over {r['seconds']:.1f} s; "
+                  f"broker CPU {cpu}; learners' CPU {r['learners_cpu_s']:.1f} s")
+        print(f"two / one: {ratio:.2f}x (target >= 1.4x)  {'PASS' if ratio >= 1.4 else 'MISS'}")
     resumed = over["resumed_s"]
     print(f"added learner (from its launch): started {over['started_s']:.1f} s, assigned "
           f"{over['assigned_s']:.1f} s, first checkpoint of its "

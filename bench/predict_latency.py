@@ -261,8 +261,10 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m for m in args.modes.split(",") if m]
     versions = {c: package_version("kafka-python" if c == "kafka-python" else "confluent-kafka")
                 for c in clients}
-    print(f"python {sys.version.split()[0]}; clients {versions}; load {os.getloadavg()[0]:.1f}",
-          flush=True)
+    from streambayes.config import Settings
+
+    print(f"python {sys.version.split()[0]}; clients {versions}; load {os.getloadavg()[0]:.1f}; "
+          f"default client (STREAMBAYES_KAFKA_CLIENT): {Settings().kafka_client}", flush=True)
     texts, _labels = load_sms_spam()
     results = []
     with broker_info() as info, tempfile.TemporaryDirectory() as tmp:

@@ -6,15 +6,15 @@
 - ``STREAMBAYES_OFFLINE``: ``1``/``true`` forbids any network access.
 - ``STREAMBAYES_DOWNLOAD_TIMEOUT``: seconds allowed for a whole download (default 8).
 - ``STREAMBAYES_SMS_URL``: where the demo fetches the SMS Spam Collection zip.
-- ``STREAMBAYES_KAFKA_CLIENT``: ``kafka-python`` (default) or ``confluent`` (librdkafka, the
-  ``confluent`` extra).
+- ``STREAMBAYES_KAFKA_CLIENT``: ``confluent`` (default: confluent-kafka, librdkafka) or
+  ``kafka-python``; both are installed.
 - ``STREAMBAYES_KAFKA_SECURITY_PROTOCOL`` (``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT``,
   ``SASL_SSL``), ``STREAMBAYES_KAFKA_SASL_MECHANISM`` (``PLAIN``, ``SCRAM-SHA-256``...),
   ``STREAMBAYES_KAFKA_SASL_USERNAME``, ``STREAMBAYES_KAFKA_SASL_PASSWORD``,
   ``STREAMBAYES_KAFKA_SSL_CAFILE``, ``STREAMBAYES_KAFKA_SSL_CERTFILE``,
   ``STREAMBAYES_KAFKA_SSL_KEYFILE``: passed through to the client.
 - ``STREAMBAYES_KAFKA_OPTIONS``: a JSON object of further client options, passed as they are
-  (kafka-python keyword names, or librdkafka property names for ``confluent``).
+  (librdkafka property names for ``confluent``, kafka-python keyword names for ``kafka-python``).
 - ``STREAMBAYES_LOSS`` (a JSON loss matrix ``{"decided": {"truth": cost}}``) and
   ``STREAMBAYES_REJECT`` (the cost of "unsure"): decisions of ``predict`` and ``replay`` when
   ``--loss``/``--reject`` are not given.
@@ -87,7 +87,7 @@ class Settings(BaseSettings):
     download_timeout: float = Field(default=8.0, gt=0)
     sms_url: str = SMS_URL
 
-    kafka_client: Literal["kafka-python", "confluent"] = "kafka-python"
+    kafka_client: Literal["kafka-python", "confluent"] = "confluent"
     kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] | None = None
     kafka_sasl_mechanism: str | None = None
     kafka_sasl_username: str | None = None

@@ -11,9 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
+from streambayes.config import Settings
 from streambayes.runtime.records.sources import FileSource
 
-GROUP_OPTIONS = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
+GROUP_OPTIONS_BY_CLIENT = {"kafka-python": {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000},
+                           "confluent": {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}}
+GROUP_OPTIONS = GROUP_OPTIONS_BY_CLIENT[Settings().kafka_client]  # the client of Settings()
 
 # (raw bytes, the dead-letter reason they must get)
 BAD_RECORDS = [

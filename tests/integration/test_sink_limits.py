@@ -89,7 +89,7 @@ def test_predict_with_a_consumer_option_in_the_shared_options(bootstrap, new_top
         sender.send(inbox, None, encode(e))
     sender.close()
 
-    settings = Settings(kafka_options={"session_timeout_ms": 6000})
+    settings = Settings(kafka_client="kafka-python", kafka_options={"session_timeout_ms": 6000})
     stop = threading.Event()
     job = PredictJob(source=f"kafka://{bootstrap}/{inbox}", sink=f"kafka://{bootstrap}/{posteriors}",
                      snapshots=(snaps,))

@@ -1,6 +1,7 @@
 """The Kafka topic snapshot store on the session's broker: the conformance suite, and what only
 a topic can get wrong (chunks, a write that dies between chunks, a lost chunk, a non-compacted
-topic), and the command line end to end with no shared disk."""
+topic), and the command line end to end with no shared disk. Every test runs with each client
+reading the topic (``STREAMBAYES_KAFKA_CLIENT``: confluent, the default, and kafka-python)."""
 
 import itertools
 import json
@@ -12,12 +13,22 @@ import pytest
 from streambayes.cli import main
 from streambayes.errors import SnapshotError
 from streambayes.runtime.kafka import kafka_python
-from streambayes.runtime.stores import open_store
+from streambayes.runtime.stores import kafka_topic, open_store
+from streambayes.runtime.stores.kafka_readers import ConfluentReader, KafkaPythonReader
 from streambayes.runtime.stores.kafka_topic import KafkaSnapshotStore, TopicLog
 from streambayes.snapshot.store import parse_id
 from tests.store_conformance import STATE, Backend, StoreConformance, flipped
 
 _names = itertools.count()
+READERS = {"confluent": ConfluentReader, "kafka-python": KafkaPythonReader}
+
+
+@pytest.fixture(autouse=True, params=sorted(READERS))
+def client(request, monkeypatch):
+    """The client that reads the state topic, in stores made here and by the command line."""
+    monkeypatch.setattr(kafka_topic, "DEFAULT_CLIENT", request.param)
+    monkeypatch.setenv("STREAMBAYES_KAFKA_CLIENT", request.param)
+    return request.param
 
 
 def _topic() -> str:
@@ -86,7 +97,7 @@ def test_a_reader_keeps_only_the_newest_snapshots_chunks_and_fetches_older_ones(
         np.testing.assert_array_equal(reader.load(n).state["counts"], STATE["counts"] + n)
 
 
-def test_a_write_that_dies_between_chunks_is_never_a_snapshot(bootstrap, monkeypatch):
+def test_a_write_that_dies_between_chunks_is_never_a_snapshot(bootstrap, monkeypatch, client):
     topic = _topic()
     kafka_python.create_topic(bootstrap, topic, config={"cleanup.policy": "compact",
                                                        "max.message.bytes": "8000"})
@@ -104,6 +115,7 @@ def test_a_write_that_dies_between_chunks_is_never_a_snapshot(bootstrap, monkeyp
     monkeypatch.setattr(TopicLog, "send", real)
     reader = open_store(f"kafka://{bootstrap}/{topic}")
     assert reader.ids() == ["000001"] and reader.latest().events == 1
+    assert isinstance(reader.log._reader, READERS[client])
     assert sum(k.startswith("snapshot-000002.sbs:") for k in reader.log.records) == 2  # orphans
     assert _write(reader, 3).id == "000002"  # orphans removed, the id taken by a whole snapshot
     again = open_store(f"kafka://{bootstrap}/{topic}")
@@ -248,3 +260,30 @@ def test_group_learners_keep_their_partition_shards_in_the_state_topic(bootstrap
     assert main(["predict", "--source", "q.jsonl", "--sink", "out.jsonl", "--snapshots", uri]) == 0
     (post,) = map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())
     assert post["decision"] == "spam"
+
+
+def test_a_reader_skips_aborted_records_and_reads_past_transaction_markers(bootstrap, client):
+    """Records of an aborted transaction are no snapshot, and a log that ends with a transaction
+    marker (no record at its last offset) is read to its end, not until the read's deadline."""
+    from confluent_kafka import Producer
+
+    uri = f"kafka://{bootstrap}/{_topic()}"
+    writer = open_store(uri)
+    _write(writer, 1)
+    topic = writer.log.topic
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, key=b"snapshot-000007.sbs", value=b"{}", partition=0)
+    assert producer.flush(30) == 0  # in the log, then aborted
+    producer.abort_transaction(30)
+    producer.begin_transaction()
+    producer.produce(topic, key=b"not-a-snapshot", value=b"x", partition=0)
+    producer.commit_transaction(30)
+    reader = KafkaSnapshotStore(TopicLog(bootstrap, topic, timeout=20), 5)
+    try:
+        assert reader.ids() == ["000001"] and reader.latest().events == 1
+        _write(writer, 2)
+        assert reader.ids() == ["000001", "000002"] and reader.latest().events == 2
+    finally:
+        reader.log.close()

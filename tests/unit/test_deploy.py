@@ -166,7 +166,7 @@ def test_learner_runs_learn_on_kafka_with_snapshots_and_a_graceful_stop(resolved
     assert "deploy/Dockerfile" in learner["build"]
     depends = sections(learner["depends_on"], 6)["topic-init"]
     assert "condition: service_completed_successfully" in depends
-    assert resolved.environment("learner")["STREAMBAYES_KAFKA_CLIENT"] == "kafka-python"
+    assert resolved.environment("learner")["STREAMBAYES_KAFKA_CLIENT"] == "confluent"
 
 
 def test_predictor_reads_every_learner_snapshot_directory(resolved):

@@ -36,7 +36,14 @@ def test_role_options_are_added_and_checked():
         split("kafka-python", {"bogus_option": 1}, {}, "consumer")
 
 
+def test_the_default_client_is_confluent(monkeypatch):
+    monkeypatch.delenv("STREAMBAYES_KAFKA_CLIENT", raising=False)
+    assert Settings().kafka_client == "confluent"
+    assert connect.backend(Settings()) is kafka_confluent
+
+
 def test_settings_read_the_role_options_from_the_environment(monkeypatch):
+    monkeypatch.setenv("STREAMBAYES_KAFKA_CLIENT", "kafka-python")
     monkeypatch.setenv("STREAMBAYES_KAFKA_OPTIONS", '{"session_timeout_ms": 6000}')
     monkeypatch.setenv("STREAMBAYES_KAFKA_PRODUCER_OPTIONS", '{"linger_ms": 9}')
     settings = Settings()
@@ -83,6 +90,7 @@ def test_confluent_refuses_an_unknown_property_as_bad_usage():
 
 
 def test_an_option_no_client_knows_exits_2_naming_it(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("STREAMBAYES_KAFKA_CLIENT", "kafka-python")
     monkeypatch.setenv("STREAMBAYES_KAFKA_OPTIONS", '{"sesion_timeout_ms": 6000}')
     status = main(["learn", "--source", "kafka://127.0.0.1:9/t", "--snapshots", str(tmp_path)])
     err = capsys.readouterr().err

@@ -1,7 +1,7 @@
 """Open sources and sinks from URIs (DESIGN §6): a file path, or ``kafka://HOST:PORT/TOPIC``.
 
-The Kafka client backend comes from settings (``STREAMBAYES_KAFKA_CLIENT``): ``kafka-python``
-(default) or ``confluent`` (librdkafka; ``pip install 'streambayes[confluent]'``). Both give the
+The Kafka client backend comes from settings (``STREAMBAYES_KAFKA_CLIENT``): ``confluent``
+(default: librdkafka) or ``kafka-python``; both are installed. Both give the
 same :class:`~streambayes.runtime.records.sources.Source` and
 :class:`~streambayes.runtime.records.sinks.Sink`.
 
@@ -65,7 +65,7 @@ def backend(settings: Settings) -> ModuleType:
     try:
         return importlib.import_module(BACKENDS[name])
     except ImportError as exc:
-        extra = " (pip install 'streambayes[confluent]')" if name == "confluent" else ""
+        extra = " (it is a dependency of streambayes: reinstall it)"
         raise UsageError(f"Kafka client {name!r} is not installed{extra}: {exc}") from None
 
 

@@ -95,7 +95,9 @@ def open_store(where: str | os.PathLike[str], settings: Any = None, *, keep: int
 
             wait_for_broker(uri.bootstrap, settings)
         timeout = settings.kafka_delivery_deadline if settings is not None else 30.0
-        log = TopicLog(uri.bootstrap, uri.topic, kafka_options(settings), timeout=timeout)
+        client = settings.kafka_client if settings is not None else None
+        log = TopicLog(uri.bootstrap, uri.topic, kafka_options(settings), timeout=timeout,
+                       client=client)
         return KafkaSnapshotStore(log, keep, **options)
     from streambayes.runtime.stores.s3 import S3SnapshotStore
 
@@ -104,8 +106,9 @@ def open_store(where: str | os.PathLike[str], settings: Any = None, *, keep: int
 
 
 def kafka_options(settings: Any) -> dict[str, dict[str, Any]]:
-    """kafka-python options per role for the state topic's clients: the security settings, plus
-    the ``STREAMBAYES_KAFKA_*OPTIONS`` when they are kafka-python's (``STREAMBAYES_KAFKA_CLIENT``)."""
+    """kafka-python options per role for the state topic's writer: the security settings, plus
+    the ``STREAMBAYES_KAFKA_*OPTIONS`` when they are kafka-python's (``STREAMBAYES_KAFKA_CLIENT``);
+    and ``reader``: the configured client's consumer options (security and its options)."""
     if settings is None:
         return {}
     from streambayes.runtime.kafka.kafka_python import client_options
@@ -118,6 +121,9 @@ def kafka_options(settings: Any) -> dict[str, dict[str, Any]]:
         extra = (split("kafka-python", settings.kafka_options, specific, role)
                  if settings.kafka_client == "kafka-python" else {})
         out[role] = client_options(settings.kafka_security(), extra)
+    from streambayes.runtime.kafka.connect import client_options as configured
+
+    out["reader"] = configured(settings, "consumer")
     return out
 
 

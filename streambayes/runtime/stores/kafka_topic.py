@@ -22,14 +22,17 @@ copy of the state. Loading an older snapshot (the newest is corrupt) fetches its
 by offset, with a second consumer. Records whose keys are not this layout's are ignored. Reads
 and writes give up after ``STREAMBAYES_KAFKA_DELIVERY_DEADLINE`` seconds with a SnapshotError.
 
-Readers use ``isolation_level=read_committed``: the records of an open or aborted transaction are
-never seen. ``learn --exactly-once`` (:mod:`~streambayes.runtime.loops.learn_exactly_once`)
-writes each snapshot in a transaction with its dead letters, through ``TopicLog.writer``.
+Readers read committed records only (``read_committed``): the records of an open or aborted
+transaction are never seen. ``learn --exactly-once``
+(:mod:`~streambayes.runtime.loops.learn_exactly_once`) writes each snapshot in a transaction with
+its dead letters, through ``TopicLog.writer``.
 
-The store, its children and every look share one :class:`TopicLog`. Clients are kafka-python's
-(whatever ``STREAMBAYES_KAFKA_CLIENT`` says: librdkafka took longer to read a fresh topic), with
-the security settings (``STREAMBAYES_KAFKA_SECURITY_*``) and, when ``STREAMBAYES_KAFKA_CLIENT``
-is ``kafka-python``, the ``STREAMBAYES_KAFKA_*OPTIONS``.
+The store, its children and every look share one :class:`TopicLog`. Its reader is the configured
+client's (``STREAMBAYES_KAFKA_CLIENT``, :mod:`.kafka_readers`; librdkafka by default, which loads
+a fresh topic several times faster than kafka-python), with the security settings and that
+client's ``STREAMBAYES_KAFKA_*OPTIONS``. The writer (producer and admin client) is kafka-python's,
+with the security settings and, when ``STREAMBAYES_KAFKA_CLIENT`` is ``kafka-python``, the
+``STREAMBAYES_KAFKA_*OPTIONS``.
 """
 
 from __future__ import annotations
@@ -39,10 +42,10 @@ import json
 import logging
 import re
 import threading
-import time
 from collections.abc import Mapping
 from typing import Any
 
+from streambayes.config import Settings
 from streambayes.errors import CorruptSnapshot, SnapshotError
 from streambayes.snapshot.payload import ReadLimits
 from streambayes.snapshot.store import _CHILD, BaseSnapshotStore, format_id
@@ -53,27 +56,25 @@ _CHUNK = re.compile(r"snapshot-(\d{6,})\.sbs:(\d{6})")
 _OVERHEAD = 1024  # bytes of record and batch framing kept free below max.message.bytes
 _DEFAULT_MAX_MESSAGE = 1_048_588  # Apache Kafka's default max.message.bytes
 MANIFEST_FORMAT = "streambayes-kafka-snapshot/1"
-# kafka-python waits retry_backoff_ms (default 100) after its bootstrap metadata and before the
-# first fetch: half of a fresh reader's load time. The reader is idle between looks; a
-# STREAMBAYES_KAFKA_CONSUMER_OPTIONS value wins.
-_READER_BACKOFF_MS = 20
+DEFAULT_CLIENT: str = Settings.model_fields["kafka_client"].default  # the reader's, unless given
 
 
 class TopicLog:
     """The live records (key -> value) of partition 0 of a compacted topic, read from the
-    beginning and followed; the producer that appends to it. Shared by a store and its children."""
+    beginning and followed; the producer that appends to it. Shared by a store and its children.
+    ``options`` are kafka-python's per role (``consumer``, ``producer``, ``admin``) and the
+    reader's (``reader``, in ``client``'s names; ``client`` defaults to :data:`DEFAULT_CLIENT`)."""
 
     def __init__(self, bootstrap: str, topic: str, options: Mapping[str, Any] | None = None, *,
-                 timeout: float = 30.0) -> None:
+                 timeout: float = 30.0, client: str | None = None) -> None:
         self.bootstrap, self.topic, self.timeout = bootstrap, topic, timeout
+        self.client = client or DEFAULT_CLIENT
         self.options = dict(options or {})
         self.records: dict[str, bytes | int] = {}  # live key -> value, or its offset when dropped
         self._offsets: dict[str, int] = {}
         self._chunks: dict[tuple[str, int], set[str]] = {}  # (namespace, number) -> chunk keys
-        self._fetcher: Any = None
         self.lock = threading.RLock()
-        self._consumer: Any = None
-        self._probe: Any = None  # the consumer before the topic exists
+        self._reader: Any = None  # kafka_readers.ConfluentReader or KafkaPythonReader
         self._producer: Any = None
         self._max_message: int | None = None
         # learn --exactly-once (loops/learn_exactly_once.py): ``send`` goes to ``writer`` in a
@@ -96,23 +97,10 @@ class TopicLog:
     def refresh(self) -> None:
         """Read what was appended since the last look (everything, the first time). A topic
         that does not exist yet is an empty store (readers never create it)."""
-        from kafka.errors import KafkaError
-
         with self.lock:
-            try:
-                if not self._open_consumer():
-                    return
-                consumer, tp = self._consumer, self._partition()
-                end = consumer.end_offsets([tp])[tp]
-                deadline = time.monotonic() + self.timeout
-                while consumer.position(tp) < end:
-                    if time.monotonic() > deadline:
-                        raise SnapshotError(f"{self}: could not read to offset {end} in {self.timeout:g} s")
-                    for record in consumer.poll(timeout_ms=500, max_records=100_000).get(tp, ()):
-                        self._apply(record.key.decode("utf-8", "replace") if record.key else "",
-                                    record.value, record.offset)
-            except KafkaError as exc:
-                raise SnapshotError(f"cannot read the state topic {self}: {exc}") from exc
+            reader = self._open_reader()
+            if reader.exists():
+                reader.read(self._apply, self.timeout)
 
     def live(self) -> dict[str, bytes | int]:
         """``records`` with this process's transactional writes not yet read back on top (those
@@ -169,28 +157,7 @@ class TopicLog:
 
     def _fetch(self, wanted: dict[int, str]) -> dict[str, bytes]:
         """Records at the ``wanted`` offsets (offset -> key), read again from the topic."""
-        from kafka import KafkaConsumer
-        from kafka.errors import KafkaError
-
-        tp, out = self._partition(), {}
-        try:
-            if self._fetcher is None:
-                self._fetcher = KafkaConsumer(
-                    bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
-                    isolation_level="read_committed",
-                    allow_auto_create_topics=False, max_partition_fetch_bytes=16 << 20,
-                    fetch_max_bytes=64 << 20, **self._role("consumer"))
-                self._fetcher.assign([tp])
-            self._fetcher.seek(tp, min(wanted))
-            deadline = time.monotonic() + self.timeout
-            while self._fetcher.position(tp) <= max(wanted) and time.monotonic() < deadline:
-                for record in self._fetcher.poll(timeout_ms=500, max_records=100_000).get(tp, ()):
-                    key = wanted.get(record.offset)
-                    if key is not None and record.key == key.encode() and record.value is not None:
-                        out[key] = record.value
-        except KafkaError as exc:
-            raise SnapshotError(f"cannot read the state topic {self}: {exc}") from exc
-        return out
+        return self._open_reader().fetch(wanted, self.timeout)
 
     def send(self, items: list[tuple[str, bytes | None]]) -> None:
         """Append ``(key, value)`` records (None: a tombstone) and wait until all are acknowledged."""
@@ -212,32 +179,15 @@ class TopicLog:
             except KafkaError as exc:
                 raise SnapshotError(f"cannot write to the state topic {self}: {exc}") from exc
 
-    def _partition(self) -> Any:
-        from kafka import TopicPartition
+    def _open_reader(self) -> Any:
+        """The reader of partition 0 (:mod:`.kafka_readers`), made at the first look."""
+        if self._reader is None:
+            from streambayes.runtime.stores.kafka_readers import open_reader
 
-        return TopicPartition(self.topic, 0)
-
-    def _open_consumer(self) -> bool:
-        """The reader's consumer, assigned to partition 0 from the beginning; False while the
-        topic does not exist."""
-        if self._consumer is not None:
-            return True
-        from kafka import KafkaConsumer
-
-        if self._probe is None:
-            options = {"retry_backoff_ms": _READER_BACKOFF_MS, **self._role("consumer")}
-            self._probe = KafkaConsumer(
-                bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
-                isolation_level="read_committed",
-                allow_auto_create_topics=False, auto_offset_reset="earliest",
-                max_partition_fetch_bytes=16 << 20, fetch_max_bytes=64 << 20, **options)
-        if not self._probe.partitions_for_topic(self.topic):
-            return False
-        consumer, self._probe = self._probe, None
-        consumer.assign([self._partition()])
-        consumer.seek_to_beginning(self._partition())
-        self._consumer = consumer
-        return True
+            options = self.options.get("reader", self._role("consumer")
+                                       if self.client == "kafka-python" else {})
+            self._reader = open_reader(self.client, self.bootstrap, self.topic, options, str(self))
+        return self._reader
 
     def _open_producer(self) -> None:
         """The writer's producer, after making sure the topic exists and is compacted."""
@@ -260,10 +210,10 @@ class TopicLog:
 
     def close(self) -> None:
         with self.lock:
-            for client in (self._consumer, self._probe, self._fetcher, self._producer):
+            for client in (self._reader, self._producer):
                 if client is not None:
                     client.close()
-            self._consumer = self._probe = self._fetcher = self._producer = None
+            self._reader = self._producer = None
 
 
 def ensure_topic(bootstrap: str, topic: str, options: Mapping[str, Any]) -> int:
