@@ -432,7 +432,7 @@ def report(res: dict[str, dict], agree: list[dict], info: dict, args: argparse.N
 def verdict(res: dict[str, dict]) -> None:
     """Issue 11's target: best streambayes >= best tuned sklearn pipeline, and >= 0.85."""
     ours_best = max((r["accuracy"], k) for k, r in res.items() if k.startswith("sb "))
-    theirs = [(r["accuracy"], k) for k, r in res.items() if "by CV" in k]
+    theirs = [(r["accuracy"], k) for k, r in res.items() if k.startswith("sklearn ") and "by CV" in k]
     if not theirs:
         return
     best = max(theirs)
