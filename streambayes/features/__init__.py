@@ -2,7 +2,7 @@
 
 from streambayes.features.batch import Batch, Featurizer, SparseRows, fold_fields
 from streambayes.features.hashing import FeatureHasher, stable_hash
-from streambayes.features.text import Tokenizer
+from streambayes.features.text import ADDRESS_TOKEN_PATTERN, Tokenizer
 
-__all__ = ["Batch", "FeatureHasher", "Featurizer", "SparseRows", "Tokenizer", "fold_fields",
-           "stable_hash"]
+__all__ = ["ADDRESS_TOKEN_PATTERN", "Batch", "FeatureHasher", "Featurizer", "SparseRows", "Tokenizer",
+           "fold_fields", "stable_hash"]

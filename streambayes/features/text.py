@@ -6,12 +6,16 @@
 ['free', 'prize', 'now', 'free prize', 'prize now']
 >>> Tokenizer(min_token_length=2, stop_words="english", ngram_range=(1, 3))("I won a free prize now")
 ['won', 'free', 'prize', 'won free', 'free prize', 'won free prize']
+>>> Tokenizer(token_pattern=ADDRESS_TOKEN_PATTERN)("Mail JDoe@cs.cmu.edu: v3.5 isn't out.")
+['mail', 'jdoe@cs.cmu.edu', 'v3.5', "isn't", 'out']
 
 Options (all stored in the model's parameters, so snapshots and ``clone`` keep them):
 
 - ``min_token_length``: drop shorter words (scikit-learn's and River's ``\\w\\w+`` is 2; default 1)
 - ``token_pattern``: a regular expression whose matches are the words (with one group, the group),
-  as scikit-learn's ``token_pattern``; default ``None`` = ``\\w+`` (with an exact ASCII fast path)
+  as scikit-learn's ``token_pattern``; default ``None`` = ``\\w+`` (with an exact ASCII fast path);
+  :data:`ADDRESS_TOKEN_PATTERN` keeps words joined by ``.``, ``@``, ``'`` or ``-`` as one token:
+  e-mail addresses, host names, version numbers, contractions and hyphenated words
 - ``stop_words``: ``"english"`` (a small built-in list, :data:`ENGLISH_STOP_WORDS`) or a list of
   words, dropped after lower-casing and before n-grams are formed (as scikit-learn does)
 - ``ngram_range``: ``(lo, hi)`` word n-grams, joined by a single space (which no ``\\w`` word
@@ -41,6 +45,14 @@ so some such than that the their theirs them themselves then there these they th
 too under until up very was we were what when where which while who whom why will with would you
 your yours yourself yourselves
 """.split())
+
+
+# Words joined by ".", "@", "'" or "-" (no space) stay one token: "jdoe@cs.cmu.edu", "comp.graphics",
+# "3.5", "don't", "e-mail"; a separator that no word character follows is not kept ("end." -> "end").
+# On 20 Newsgroups (headers as handed over) it raised the streaming bigram TWCNB's 5-fold CV accuracy
+# on the train split from 0.9228 to 0.9309 (bench/newsgroups.py): posters' addresses and hosts carry
+# the group.
+ADDRESS_TOKEN_PATTERN = r"\w+(?:[.@'-]\w+)*"
 
 
 class Tokenizer:

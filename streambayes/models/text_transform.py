@@ -2,6 +2,8 @@
 naive Bayes text classifiers", §4), as streaming options of the token components:
 
 - ``tf="log"``: sublinear term frequency ``log(1 + tf)`` (``tf`` = occurrences in the document)
+- ``tf="sublinear"``: scikit-learn's ``sublinear_tf``, ``1 + log(tf)`` (``tf`` itself below 1, where
+  the logarithm would fall under it: continuous and increasing, never negative)
 - ``idf=True``: ``log(N / df)`` (Rennie's), ``idf="smooth"``: ``log((1 + N) / (1 + df)) + 1``
   (scikit-learn's default), where ``df`` are **streaming** (weighted) document frequencies over
   the same token ids and ``N`` the (weighted) number of documents. :class:`DocFreq` keeps them:
@@ -32,7 +34,7 @@ from streambayes.errors import ModelError
 from streambayes.features import SparseRows
 from streambayes.stats import SparseCounts
 
-TF_OPTIONS = (None, "log")
+TF_OPTIONS = (None, "log", "sublinear")
 IDF_OPTIONS = (False, True, "smooth")
 NORM_OPTIONS = (None, "l2")
 
@@ -118,6 +120,10 @@ def transform(rows: SparseRows, tf, df: DocFreq | None, idf, length_norm) -> Spa
     vals = rows.values
     if tf == "log":
         vals = np.log1p(np.maximum(vals, 0.0))
+    elif tf == "sublinear":
+        vals = np.maximum(vals, 0.0)
+        big = vals > 1.0
+        vals = np.where(big, 1.0 + np.log(np.where(big, vals, 1.0)), vals)
     if idf:
         vals = vals * df.idf(rows.indices, idf)
     if length_norm == "l2":

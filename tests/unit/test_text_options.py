@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from streambayes.errors import FeatureError, ModelError
-from streambayes.features import Featurizer
-from streambayes.features.text import ENGLISH_STOP_WORDS, Tokenizer
-from streambayes.models import make_model, model_from_state
+from streambayes.features import Featurizer, SparseRows
+from streambayes.features.text import ADDRESS_TOKEN_PATTERN, ENGLISH_STOP_WORDS, Tokenizer
+from streambayes.models import make_model, model_from_state, text_transform
 from streambayes.snapshot import pack, unpack
 from streambayes.stats.evidence import GRID, evidence_alpha, log_evidence
 
@@ -115,6 +115,53 @@ def test_twcnb_equals_the_batch_reference(alpha):
     np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-9)
 
 
+POSTS = ["From: jdoe@cs.cmu.edu (John Doe)\nSubject: Re: X11R5 on sun4\n\nxterm-color won't start",
+         "From: ann@mac.apple.com\nSubject: PowerBook 170's RAM\n\nThe 4 MB SIMM isn't cheap.",
+         "From: bob@ucsd.edu\nSubject: Re: Yankees\n\nThe Yankees' 3.5 game lead... Café-owner",
+         "From: jdoe@cs.cmu.edu\nSubject: twm vs. mwm\n\nmwm on x11r5 is fine",
+         "From: cathy@mac.apple.com\nSubject: Quadra 700\n\nmac-ii or quadra? e-mail me",
+         "From: rick@ucsd.edu\nSubject: Re: Red Sox\n\nsox won 5-3, don't ask."]
+GROUPS = ["windows.x", "sys.mac", "baseball", "windows.x", "sys.mac", "baseball"]
+QUERIES = ["jdoe@cs.cmu.edu asks about xterm-color", "mac.apple.com quadra", "yankees 5-3 sox",
+           "never seen@at.all"]
+
+
+@pytest.mark.parametrize("ngram_range", [(1, 1), (1, 2)])
+def test_address_pattern_tokenizes_as_sklearns_analyzer(ngram_range):
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    ref = CountVectorizer(token_pattern=ADDRESS_TOKEN_PATTERN, ngram_range=ngram_range).build_analyzer()
+    ours = Tokenizer(token_pattern=ADDRESS_TOKEN_PATTERN, ngram_range=ngram_range)
+    for text in POSTS + QUERIES + ["end.\nNext -dash- 'quote' a.b.c@d-e", "über.café été-2"]:
+        assert ours(text) == ref(text)
+    assert "jdoe@cs.cmu.edu" in ours(POSTS[0]) and "won't" in ours(POSTS[0])
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.1])
+def test_address_bigram_twcnb_equals_sklearns_tfidf_complement_pipeline(alpha):
+    """Streaming TWCNB with scikit-learn's sublinear TF (1 + log tf), unnormalised weights, smooth IDF,
+    bigrams and the address pattern, learned in one batch, is scikit-learn's
+    TfidfVectorizer(sublinear_tf) + ComplementNB on the same tokens."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.naive_bayes import ComplementNB
+    from sklearn.pipeline import make_pipeline
+
+    opts = {"token_pattern": ADDRESS_TOKEN_PATTERN, "ngram_range": (1, 2)}
+    m = make_model("cnb", alpha=alpha, norm=False, tf="sublinear", idf="smooth", length_norm="l2", **opts)
+    m.learn_many([{"text": t} for t in POSTS], GROUPS)
+    ours = m.predict_log_proba_many([{"text": t} for t in QUERIES])
+    pipe = make_pipeline(TfidfVectorizer(sublinear_tf=True, **opts), ComplementNB(alpha=alpha, norm=False))
+    ref = pipe.fit(POSTS, GROUPS).predict_log_proba(QUERIES)
+    ref = ref[:, [list(pipe.classes_).index(c) for c in m.classes]]
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-9)
+
+
+def test_sublinear_tf_is_one_plus_log_and_stays_continuous_below_one():
+    rows = SparseRows(np.array([0, 5]), np.arange(5), np.array([1.0, 2.0, 7.0, 0.5, 0.0]))
+    got = text_transform.transform(rows, "sublinear", None, False, None).values
+    np.testing.assert_allclose(got, [1.0, 1 + math.log(2), 1 + math.log(7), 0.5, 0.0], rtol=0, atol=1e-15)
+
+
 def test_streaming_idf_counts_a_batch_before_weighing_it():
     """Learned event by event, each event sees the df of the events before it and itself: the
     table then differs from the batch one (streaming IDF), but df and N are the same."""
@@ -146,7 +193,8 @@ def test_df_statistics_merge_equals_sequential_and_decay_scales_them(split):
 
 
 def test_transforms_round_trip_through_snapshots():
-    for name, params in [("cnb", TW), ("nb", {"tf": "log", "idf": "smooth"}), ("mnb", {"length_norm": "l2"})]:
+    for name, params in [("cnb", TW), ("nb", {"tf": "log", "idf": "smooth"}), ("mnb", {"length_norm": "l2"}),
+                         ("cnb", {**TW, "tf": "sublinear"})]:
         m = make_model(name, **params)
         xs = [{"text": t} for t in DOCS]
         m.learn_many(xs[:6], LABELS[:6])
