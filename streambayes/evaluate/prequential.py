@@ -235,8 +235,9 @@ class Prequential:
     """Predict-then-learn over mini-batches for several models; see the module docstring."""
 
     def __init__(self, models: Mapping[str, Learner], positive: str | None = None,
-                 loss: Any = None) -> None:
+                 loss: Any = None, per_event: bool = True) -> None:
         self.models = dict(models)
+        self.per_event = per_event  # exact per-event predictions where a model allows (see step)
         self.positive = positive
         self.loss = loss  # a streambayes.decide.LossMatrix: decisions, expected cost, unsure rate
         self.scores = {name: ModelScore(loss) for name in self.models}
@@ -246,9 +247,14 @@ class Prequential:
 
     def step(self, xs: Sequence[dict], ys: Sequence, ws: Sequence[float] | None = None,
              ) -> list[Rejection]:
-        """Predict, score, then learn one mini-batch; returns the events dropped as bad."""
+        """Predict, score, then learn one mini-batch; returns the events dropped as bad.
+
+        With ``per_event`` (default), a model that :func:`~streambayes.models.prequential_block.
+        supports` the batch predicts each event with the model of every event before it, as
+        event-by-event predict-then-learn would, at mini-batch cost; the others predict the
+        batch with the model of its start."""
         ws = list(ws) if ws is not None else [1.0] * len(xs)
-        keep, predicted, rejected = self._predict_all(xs)
+        keep, predicted, rejected = self._predict_all(xs, self.per_event)
         ys_kept = [ys[i] for i in keep]
         ws_kept = [ws[i] for i in keep]
         for label, w in zip(ys_kept, ws_kept, strict=True):
@@ -258,6 +264,11 @@ class Prequential:
         self.events += len(keep)
         keys = [xs[i].get(KEY) for i in keep] if keep and KEY in xs[keep[0]] else None
         for name, (X, classes, log_proba) in predicted.items():
+            if log_proba is None:  # per event, in blocks (models.prequential_block)
+                log_proba = self._per_event(name, X, ys_kept, ws_kept, keys)
+                if log_proba is None:
+                    continue
+                classes = list(self.models[name].classes)  # the block could not be learned whole
             self.scores[name].update(classes, log_proba, ys_kept, ws_kept, self._auc_label, keys)
             rejected.update(self._learn(name, X, [xs[i] for i in keep], ys_kept, ws_kept, keep))
         for score in self.scores.values():
@@ -265,7 +276,30 @@ class Prequential:
                 score.curve.add(self.events, score.accuracy.get(), score.log_loss.get())
         return rejections(rejected)
 
-    def _predict_all(self, xs: Sequence[dict]) -> tuple[list[int], dict, dict[int, str]]:
+    def _per_event(self, name: str, X: Any, ys: list, ws: list[float], keys: list | None,
+                   ) -> np.ndarray | None:
+        """Score and learn the block event by event exactly; if it cannot be learned whole,
+        the model's batch prediction (scored and learned by the caller)."""
+        from streambayes.models.prequential_block import predict_learn
+
+        model, score = self.models[name], self.scores[name]
+        start = time.perf_counter()
+        parts = predict_learn(model, X, ys, ws)
+        if parts is None:
+            log_proba = model.predict_log_proba_many(X)
+        score.seconds += time.perf_counter() - start
+        if parts is None:
+            return log_proba
+        for a, b, classes, part in parts:
+            score.update(classes, part, ys[a:b], ws[a:b], self._auc_label,
+                         None if keys is None else keys[a:b])
+        return None
+
+    def _predict_all(self, xs: Sequence[dict], per_event: bool = False,
+                     ) -> tuple[list[int], dict, dict[int, str]]:
+        """Featurize and predict (``per_event``: the models that predict per event only featurize)."""
+        from streambayes.models.prequential_block import supports
+
         keep = list(range(len(xs)))
         rejected: dict[int, str] = {}
         while True:
@@ -276,7 +310,10 @@ class Prequential:
                 start = time.perf_counter()
                 try:
                     X = model.featurize(sub)
-                    predicted[name] = (X, list(model.classes), model.predict_log_proba_many(X))
+                    if per_event and supports(model, X):
+                        predicted[name] = (X, [], None)
+                    else:
+                        predicted[name] = (X, list(model.classes), model.predict_log_proba_many(X))
                 except Exception as exc:  # noqa: BLE001 (probed event by event below)
                     found = _probe(model, sub)
                     if not found:

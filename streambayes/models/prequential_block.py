@@ -1,0 +1,198 @@
+"""Per-event prequential predictions of a whole block of events, at mini-batch speed.
+
+Predicting event ``i`` of a block with the model that has learned every event before it
+(``predict_proba_one`` then ``learn_one``, event by event) needs no event-by-event work for
+the count text models: their sufficient statistics are sums, so the counts the model holds
+before event ``i`` are the counts at the block's start plus the in-block sums of the events
+``j < i``. For multinomial and complement naive Bayes on plain token counts (no decay, no
+tf/idf/length transform, no m-estimate, no weight normalisation) :func:`block_log_proba`
+computes, vectorised over the block:
+
+- per (token id, event) pair, the class-token counts ``N_ct + Σ_{j<i, y_j=c} w_j x_jt``: the
+  block's pairs sorted by id then event, an exclusive cumulative sum within each id;
+- whether the id counts at event ``i`` (seen before the block, or with a positive value in an
+  earlier event of the block) and the vocabulary ``V_i`` (seen ids before event ``i``: first
+  occurrences counted);
+- class totals and class counts (the prior) by exclusive cumulative sums over the events.
+
+``alpha="auto"`` is refitted right after fixed event counts
+(:func:`~streambayes.stats.evidence.is_refit_point`), and a new label adds a class:
+:func:`predict_learn` cuts a block after each refit point and after each event that brings
+a new class, predicts each part as above, then learns it with ``learn_many`` (the same state
+as learning the block at once). The probabilities equal those of event-by-event
+predict-then-learn to rounding (~1e-12 relative; equal in exact arithmetic).
+
+>>> from streambayes.models import MultinomialNB
+>>> xs = [{"text": t} for t in ["free prize", "lunch at noon", "free lunch", "prize now"]]
+>>> ys = ["spam", "ham", "ham", "spam"]
+>>> block, one = MultinomialNB(), MultinomialNB()
+>>> parts = predict_learn(block, block.featurize(xs), ys, None)
+>>> [(a, b, classes) for a, b, classes, _ in parts]  # alpha='auto' refits after events 1 ... 8
+[(0, 1, []), (1, 2, ['spam']), (2, 3, ['spam', 'ham']), (3, 4, ['spam', 'ham'])]
+>>> by_one = []
+>>> for x, y in zip(xs, ys):
+...     by_one.append(one.predict_proba_one(x)); one.learn_one(x, y)
+>>> bool(np.allclose(np.exp(np.vstack([p[3] for p in parts[2:]])), [list(p.values()) for p in by_one[2:]], atol=1e-12))
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from streambayes.errors import FeatureError, ModelError
+from streambayes.features import Batch
+from streambayes.models.base import NaiveBayesBase
+from streambayes.models.token_components import Complement, Multinomial
+from streambayes.stats import event_weights, lidstone_log, log_normalize
+
+Part = tuple[int, int, list, np.ndarray]  # (start, stop, classes, log-probabilities)
+
+
+def supports(model: object, batch: Batch) -> bool:
+    """Whether :func:`block_log_proba` is exact for ``model`` on ``batch``: a naive Bayes learner
+    whose first component is a multinomial or complement table of plain counts (no decay, no
+    m-estimate, no complement weight normalisation) and whose other components (categorical,
+    Gaussian in ``NaiveBayes``) have nothing to score in the batch."""
+    if not isinstance(model, NaiveBayesBase) or not isinstance(batch, Batch):
+        return False
+    comps = model._components
+    token = comps[0] if comps else None
+    if type(token) not in (Multinomial, Complement) or not token.plain or token.m is not None:
+        return False
+    if getattr(token, "norm", False) or model._forget.active or model._forget.to_true() != 1.0:
+        return False
+    return len(comps) == 1 or token.fold or not (batch.categorical or batch.numeric)
+
+
+def _checked(model: NaiveBayesBase, batch: Batch, ys: Sequence,
+             ws: Sequence[float] | None) -> np.ndarray | None:
+    """The event weights if ``learn_many`` would take the whole block, else None (nothing changed)."""
+    try:
+        weights = event_weights(ws, batch.n)
+        if len(ys) != batch.n or any(y is None for y in ys):
+            return None
+        n_classes = model._check_bounds(batch, ys)
+        for comp in model._components:
+            comp.check(batch, n_classes)
+    except (ModelError, FeatureError):
+        return None
+    return weights
+
+
+def predict_learn(model: NaiveBayesBase, batch: Batch, ys: Sequence,
+                  ws: Sequence[float] | None) -> list[Part] | None:
+    """Predict every event of ``batch`` with the model of all events before it, and learn them.
+
+    Returns the parts ``(start, stop, classes, log_proba)`` (``classes`` are the columns of
+    ``log_proba``; none for a model that has learned nothing), or None — the model untouched —
+    when the block could not be learned whole (a bound, a bad weight or label): the caller then
+    takes its ordinary path. Needs :func:`supports`."""
+    weights = _checked(model, batch, ys, ws)
+    if weights is None:
+        return None
+    ys = list(ys)
+    parts: list[Part] = []
+    start = 0
+    while start < batch.n:
+        stop = start + model._refit_cuts(batch.n - start)[0]
+        rows = model._classes.lookup(ys[start:stop])
+        new = np.flatnonzero(rows < 0)
+        if len(new):  # the event bringing a new class ends the part: later ones see the class
+            stop = start + int(new[0]) + 1
+            rows = rows[: stop - start]
+        part = batch if (start, stop) == (0, batch.n) else batch.slice(start, stop)
+        w = weights[start:stop]
+        classes = model.classes
+        log_proba = block_log_proba(model, part, rows, w) if classes else np.zeros((stop - start, 0))
+        parts.append((start, stop, classes, log_proba))
+        model.learn_many(part, ys[start:stop], w)
+        start = stop
+    return parts
+
+
+def block_log_proba(model: NaiveBayesBase, batch: Batch, rows: np.ndarray,
+                    weights: np.ndarray) -> np.ndarray:
+    """Row ``i``: ``log P(c | x_i)`` of the model after learning events ``0 … i-1`` of ``batch``
+    (class codes ``rows``, -1 for a class the model does not know yet — only the last event may
+    have one) with the model's current classes and smoothing. Needs :func:`supports`."""
+    token = model._components[0]
+    k, n = len(model._classes), batch.n
+    known_rows = rows >= 0
+    w = np.where(known_rows, weights, 0.0)
+    jll = _token_scores(token, batch, np.maximum(rows, 0), w, k)
+    if model.use_prior or k == 1:
+        jll += _log_prior(model, rows, w, k, n)
+    return log_normalize(jll)
+
+
+def _exclusive(adds: np.ndarray, starts: np.ndarray | None = None,
+               group: np.ndarray | None = None) -> np.ndarray:
+    """Cumulative sums along the last axis excluding each element itself; with ``starts`` (the
+    first index of each group) and ``group`` (each element's group), restarted in each group."""
+    out = np.cumsum(adds, axis=-1)
+    out -= adds
+    if starts is not None:
+        out -= out[..., starts][..., group]
+    return out
+
+
+def _log_prior(model: NaiveBayesBase, rows: np.ndarray, w: np.ndarray, k: int, n: int) -> np.ndarray:
+    """``log P(c)`` before each event, shape (n, k)."""
+    if model.class_prior is not None:
+        return np.broadcast_to(model._log_prior(), (n, k))
+    adds = np.zeros((k, n))
+    adds[rows[rows >= 0], np.flatnonzero(rows >= 0)] = w[rows >= 0]
+    counts = model._class_counts[:, None] + _exclusive(adds)
+    with np.errstate(divide="ignore"):
+        return lidstone_log(counts, counts.sum(axis=0), k, model.prior_alpha).T
+
+
+def _token_scores(token, batch: Batch, rows: np.ndarray, w: np.ndarray, k: int) -> np.ndarray:
+    """Per event and class, the token log-likelihood under the counts before the event."""
+    n = batch.n
+    sr = token.entries(batch)
+    out = np.zeros((n, k))
+    if not len(sr.indices):
+        return out
+    r = sr.row_ids()
+    key, inverse = np.unique(sr.indices.astype(np.int64) * n + r, return_inverse=True)
+    x = np.bincount(inverse.reshape(-1), sr.values, minlength=len(key))  # value per (id, event)
+    pid, pev = key // n, key % n  # sorted by id, then event
+    first = np.r_[True, pid[1:] != pid[:-1]]
+    starts = np.flatnonzero(first)
+    group = np.cumsum(first) - 1
+    ids = pid[starts]
+    seen = token.table.index.lookup(ids) >= 0
+    start_counts = token.table.gather(ids)  # (k, groups), 0 for ids not seen yet
+    adds = np.zeros((k, len(key)))
+    adds[rows[pev], np.arange(len(key))] = x * w[pev]
+    counts = start_counts[:, group] + _exclusive(adds, starts, group)
+    event_adds = np.zeros((k, n))
+    np.add.at(event_adds, (rows, np.arange(n)), np.bincount(r, sr.values, minlength=n) * w)
+    totals = token.totals[:, None] + _exclusive(event_adds)  # (k, n)
+    positive = (x > 0).astype(np.float64)
+    earlier = _exclusive(positive, starts, group) > 0
+    if token.vocab_size is not None:
+        counted = np.ones(len(key), bool)
+        vocab = np.full(n, float(token.vocab_size))
+    else:
+        counted = seen[group] | earlier
+        fresh = (positive > 0) & ~seen[group] & ~earlier  # first positive pair of a new id
+        vocab = token.n_seen + np.searchsorted(np.sort(pev[fresh]), np.arange(n), side="left")
+        vocab = vocab.astype(np.float64)
+    if not counted.any():
+        return out
+    counts, pev, x = counts[:, counted], pev[counted], x[counted]
+    if isinstance(token, Complement):
+        counts = counts.sum(axis=0, keepdims=True) - counts
+        totals = totals.sum(axis=0, keepdims=True) - totals
+    scores = token._smoothed_log(counts, totals[:, pev], vocab[pev])
+    if isinstance(token, Complement):
+        scores = -scores
+    scores *= x
+    for c in range(k):
+        out[:, c] = np.bincount(pev, scores[c], minlength=n)
+    return out
