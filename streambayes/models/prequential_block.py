@@ -106,23 +106,81 @@ def predict_learn(model: NaiveBayesBase, batch: Batch, ys: Sequence,
         part = batch if (start, stop) == (0, batch.n) else batch.slice(start, stop)
         w = weights[start:stop]
         classes = model.classes
-        log_proba = block_log_proba(model, part, rows, w) if classes else np.zeros((stop - start, 0))
+        pairs = Pairs(model._components[0], part)
+        log_proba = block_log_proba(model, part, rows, w, pairs) if classes else \
+            np.zeros((stop - start, 0))
         parts.append((start, stop, classes, log_proba))
-        model.learn_many(part, ys[start:stop], w)
+        learn_pairs(model, part, ys[start:stop], w, pairs)
         start = stop
     return parts
 
 
+class Pairs:
+    """The distinct (token id, event) pairs of a batch's token entries, sorted by id then event:
+    ``pid``, ``pev``, their summed values ``x``; ``starts`` (first pair of each id), ``group``
+    (each pair's id), ``ids`` (the distinct ids), ``found`` (their place in the model's index)."""
+
+    def __init__(self, token, batch: Batch) -> None:
+        sr = token.entries(batch)
+        n = max(batch.n, 1)
+        r = sr.row_ids()
+        dtype = np.uint32 if token.n_features * n < 2**32 else np.int64
+        keys = sr.indices.astype(dtype) * dtype(n) + r.astype(dtype)
+        if np.all(sr.values == 1.0):  # plain text: a sort, and run lengths as the values
+            keys = np.sort(keys)
+            cut = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1], True])
+            keys, self.x = keys[cut[:-1]], np.diff(cut).astype(np.float64)
+        else:
+            keys, inverse = np.unique(keys, return_inverse=True)
+            self.x = np.bincount(inverse.reshape(-1), sr.values, minlength=len(keys))
+        self.pid, self.pev = (keys // dtype(n)).astype(np.int64), (keys % dtype(n)).astype(np.int64)
+        first = np.r_[True, self.pid[1:] != self.pid[:-1]] if len(keys) else np.zeros(0, bool)
+        self.starts = np.flatnonzero(first)
+        self.group = np.cumsum(first) - 1
+        self.ids = self.pid[self.starts]
+        self.found = token.table.index.find(self.ids)
+        self.event_values = np.bincount(r, sr.values, minlength=batch.n)  # Σ values per event
+
+
+def learn_pairs(model: NaiveBayesBase, batch: Batch, ys: list, w: np.ndarray, pairs: Pairs) -> None:
+    """``model.learn_many(batch, ys, w)`` for a part checked by :func:`predict_learn` (whole, no
+    refit point inside), its token counts added per (id, event) pair from ``pairs`` instead of
+    per entry: the same counts (equal sums; with fractional weights, to rounding)."""
+    from streambayes.models.base import _field_names
+
+    model._fields.codes(_field_names(batch))
+    rows = model._classes.codes(ys)
+    model._grow_classes()
+    np.add.at(model._class_counts, rows, w)
+    token, *others = model._components
+    positive = pairs.x > 0
+    if positive.all():
+        cols = token.table.columns(pairs.ids, pairs.found)
+    else:  # an id becomes seen with a positive value only
+        ids = np.unique(pairs.pid[positive])
+        cols = np.full(len(pairs.ids), -1, np.int64)
+        cols[np.searchsorted(pairs.ids, ids)] = token.table.columns(ids)
+    token.table.add_columns(rows[pairs.pev[positive]], cols[pairs.group[positive]],
+                            (pairs.x * w[pairs.pev])[positive])
+    np.add.at(token.totals, rows, pairs.event_values * w)
+    token._cache.clear()
+    token._last_lookup = None
+    for comp in others:
+        comp.learn(batch, rows, w, raw=w)
+    model.n_events += batch.n
+    model._refit_due()
+
+
 def block_log_proba(model: NaiveBayesBase, batch: Batch, rows: np.ndarray,
-                    weights: np.ndarray) -> np.ndarray:
+                    weights: np.ndarray, pairs: Pairs | None = None) -> np.ndarray:
     """Row ``i``: ``log P(c | x_i)`` of the model after learning events ``0 … i-1`` of ``batch``
     (class codes ``rows``, -1 for a class the model does not know yet — only the last event may
     have one) with the model's current classes and smoothing. Needs :func:`supports`."""
     token = model._components[0]
     k, n = len(model._classes), batch.n
-    known_rows = rows >= 0
-    w = np.where(known_rows, weights, 0.0)
-    jll = _token_scores(token, batch, np.maximum(rows, 0), w, k)
+    w = np.where(rows >= 0, weights, 0.0)
+    pairs = Pairs(token, batch) if pairs is None else pairs
+    jll = _token_scores(token, pairs, np.maximum(rows, 0), w, k, n)
     if model.use_prior or k == 1:
         jll += _log_prior(model, rows, w, k, n)
     return log_normalize(jll)
@@ -150,42 +208,35 @@ def _log_prior(model: NaiveBayesBase, rows: np.ndarray, w: np.ndarray, k: int, n
         return lidstone_log(counts, counts.sum(axis=0), k, model.prior_alpha).T
 
 
-def _token_scores(token, batch: Batch, rows: np.ndarray, w: np.ndarray, k: int) -> np.ndarray:
+def _token_scores(token, pairs: Pairs, rows: np.ndarray, w: np.ndarray, k: int, n: int) -> np.ndarray:
     """Per event and class, the token log-likelihood under the counts before the event."""
-    n = batch.n
-    sr = token.entries(batch)
     out = np.zeros((n, k))
-    if not len(sr.indices):
+    if not len(pairs.x):
         return out
-    r = sr.row_ids()
-    key, inverse = np.unique(sr.indices.astype(np.int64) * n + r, return_inverse=True)
-    x = np.bincount(inverse.reshape(-1), sr.values, minlength=len(key))  # value per (id, event)
-    pid, pev = key // n, key % n  # sorted by id, then event
-    first = np.r_[True, pid[1:] != pid[:-1]]
-    starts = np.flatnonzero(first)
-    group = np.cumsum(first) - 1
-    ids = pid[starts]
-    seen = token.table.index.lookup(ids) >= 0
-    start_counts = token.table.gather(ids)  # (k, groups), 0 for ids not seen yet
-    adds = np.zeros((k, len(key)))
-    adds[rows[pev], np.arange(len(key))] = x * w[pev]
+    pev, x, starts, group = pairs.pev, pairs.x, pairs.starts, pairs.group
+    at, hit, every = pairs.found
+    seen = hit
+    start_counts = np.zeros((k, len(pairs.ids)))  # (k, ids), 0 for ids not seen yet
+    if len(token.table):
+        start_counts[:, hit] = token.table.gather_columns(token.table.index.known(pairs.found))
+    adds = np.zeros((k, len(x)))
+    adds[rows[pev], np.arange(len(x))] = x * w[pev]
     counts = start_counts[:, group] + _exclusive(adds, starts, group)
     event_adds = np.zeros((k, n))
-    np.add.at(event_adds, (rows, np.arange(n)), np.bincount(r, sr.values, minlength=n) * w)
+    event_adds[rows, np.arange(n)] = pairs.event_values * w
     totals = token.totals[:, None] + _exclusive(event_adds)  # (k, n)
     positive = (x > 0).astype(np.float64)
     earlier = _exclusive(positive, starts, group) > 0
     if token.vocab_size is not None:
-        counted = np.ones(len(key), bool)
+        counted = np.ones(len(x), bool)
         vocab = np.full(n, float(token.vocab_size))
     else:
         counted = seen[group] | earlier
         fresh = (positive > 0) & ~seen[group] & ~earlier  # first positive pair of a new id
         vocab = token.n_seen + np.searchsorted(np.sort(pev[fresh]), np.arange(n), side="left")
         vocab = vocab.astype(np.float64)
-    if not counted.any():
-        return out
-    counts, pev, x = counts[:, counted], pev[counted], x[counted]
+    if not counted.all():
+        counts, pev, x = counts[:, counted], pev[counted], x[counted]
     if isinstance(token, Complement):
         counts = counts.sum(axis=0, keepdims=True) - counts
         totals = totals.sum(axis=0, keepdims=True) - totals
