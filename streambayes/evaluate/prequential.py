@@ -238,6 +238,8 @@ class Prequential:
                  loss: Any = None, per_event: bool = True) -> None:
         self.models = dict(models)
         self.per_event = per_event  # exact per-event predictions where a model allows (see step)
+        self.batched = set() if per_event else set(self.models)  # models that predicted the last
+        self.per_event_events = dict.fromkeys(self.models, 0)    # batch from its start; per event
         self.positive = positive
         self.loss = loss  # a streambayes.decide.LossMatrix: decisions, expected cost, unsure rate
         self.scores = {name: ModelScore(loss) for name in self.models}
@@ -263,11 +265,14 @@ class Prequential:
             self._auc_label = ys_kept[0]
         self.events += len(keep)
         keys = [xs[i].get(KEY) for i in keep] if keep and KEY in xs[keep[0]] else None
+        self.batched = {name for name, (_, _, log_proba) in predicted.items() if log_proba is not None}
         for name, (X, classes, log_proba) in predicted.items():
             if log_proba is None:  # per event, in blocks (models.prequential_block)
                 log_proba = self._per_event(name, X, ys_kept, ws_kept, keys)
                 if log_proba is None:
+                    self.per_event_events[name] += len(ys_kept)
                     continue
+                self.batched.add(name)
                 classes = list(self.models[name].classes)  # the block could not be learned whole
             self.scores[name].update(classes, log_proba, ys_kept, ws_kept, self._auc_label, keys)
             rejected.update(self._learn(name, X, [xs[i] for i in keep], ys_kept, ws_kept, keep))
@@ -452,9 +457,9 @@ def rejections(bad: Mapping[int, str]) -> list[Rejection]:
 def prequential(models: Mapping[str, Learner],
                 batches: Iterable[tuple[Sequence[dict], Sequence] |
                                   tuple[Sequence[dict], Sequence, Sequence[float]]],
-                positive: str | None = None) -> Prequential:
+                positive: str | None = None, per_event: bool = True) -> Prequential:
     """Run :class:`Prequential` over ``(xs, ys)`` or ``(xs, ys, ws)`` mini-batches."""
-    run = Prequential(models, positive)
+    run = Prequential(models, positive, per_event=per_event)
     for batch in batches:
         run.step(*batch)
     return run

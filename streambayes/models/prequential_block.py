@@ -32,7 +32,8 @@ predict-then-learn to rounding (~1e-12 relative; equal in exact arithmetic).
 >>> by_one = []
 >>> for x, y in zip(xs, ys):
 ...     by_one.append(one.predict_proba_one(x)); one.learn_one(x, y)
->>> bool(np.allclose(np.exp(np.vstack([p[3] for p in parts[2:]])), [list(p.values()) for p in by_one[2:]], atol=1e-12))
+>>> got = np.exp(np.vstack([p[3] for p in parts[2:]]))
+>>> bool(np.allclose(got, [list(p.values()) for p in by_one[2:]], atol=1e-12))
 True
 """
 
@@ -64,7 +65,13 @@ def supports(model: object, batch: Batch) -> bool:
         return False
     if getattr(token, "norm", False) or model._forget.active or model._forget.to_true() != 1.0:
         return False
-    return len(comps) == 1 or token.fold or not (batch.categorical or batch.numeric)
+    if token.fold and (batch.categorical or batch.numeric):
+        try:
+            token.check(batch)  # a field that is not a count: the ordinary path reports it
+        except FeatureError:
+            return False
+        return True
+    return len(comps) == 1 or not (batch.categorical or batch.numeric)
 
 
 def _checked(model: NaiveBayesBase, batch: Batch, ys: Sequence,
@@ -126,7 +133,9 @@ class Pairs:
         r = sr.row_ids()
         dtype = np.uint32 if token.n_features * n < 2**32 else np.int64
         keys = sr.indices.astype(dtype) * dtype(n) + r.astype(dtype)
-        if np.all(sr.values == 1.0):  # plain text: a sort, and run lengths as the values
+        if not len(keys):
+            self.x = np.zeros(0)
+        elif np.all(sr.values == 1.0):  # plain text: a sort, and run lengths as the values
             keys = np.sort(keys)
             cut = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1], True])
             keys, self.x = keys[cut[:-1]], np.diff(cut).astype(np.float64)
