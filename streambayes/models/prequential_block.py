@@ -249,10 +249,13 @@ def _token_scores(token, pairs: Pairs, rows: np.ndarray, w: np.ndarray, k: int, 
     if isinstance(token, Complement):
         counts = counts.sum(axis=0, keepdims=True) - counts
         totals = totals.sum(axis=0, keepdims=True) - totals
-    scores = token._smoothed_log(counts, totals[:, pev], vocab[pev])
-    if isinstance(token, Complement):
-        scores = -scores
-    scores *= x
-    for c in range(k):
-        out[:, c] = np.bincount(pev, scores[c], minlength=n)
+    a = token._alpha()
+    with np.errstate(divide="ignore", invalid="ignore"):  # alpha = 0: log 0 = -inf, as the model
+        numerator = np.log(counts + a)
+        numerator *= x
+        mass = np.bincount(pev, x, minlength=n)  # an event with no counted token: no term
+        denominator = np.where(mass > 0, np.log(totals + a * vocab) * mass, 0.0)
+        sign = -1.0 if isinstance(token, Complement) else 1.0  # complement: minus log theta
+        for c in range(k):
+            out[:, c] = sign * (np.bincount(pev, numerator[c], minlength=n) - denominator[c])
     return out
