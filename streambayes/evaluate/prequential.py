@@ -154,12 +154,7 @@ class ModelScore:
         proba = np.exp(log_proba)
         best = np.argmax(log_proba, axis=1)
         pos = classes.index(auc_label) if auc_label in classes else None
-        for i, (y, w) in enumerate(zip(ys, ws, strict=True)):
-            y_pred = classes[best[i]]
-            self.accuracy.update(y, y_pred, w)
-            self.macro_f1.update(y, y_pred, w)
-            # a label the model has never learned gets probability 0 (River then clamps to 1e-15)
-            self.log_loss.update(y, {y: 0.0} | dict(zip(classes, proba[i].tolist(), strict=True)), w)
+        self._update_metrics(classes, proba, best, ys, ws)
         self.roc_auc.update_many(np.array([y == auc_label for y in ys], dtype=bool),
                                  np.array([auc_score(v) for v in _log_odds_many(log_proba, pos)]),
                                  np.asarray(ws, dtype=np.float64))
@@ -174,6 +169,28 @@ class ModelScore:
         self.weight += float(sum(ws))
         if self.loss is not None:
             self._decide(classes, log_proba, ys, ws)
+
+    def _update_metrics(self, classes: list, proba: np.ndarray, best: np.ndarray, ys: Sequence,
+                        ws: Sequence[float]) -> None:
+        """River's accuracy, macro F1 and log loss, as if updated event by event: the confusion
+        matrices once per distinct (truth, prediction) with the summed weight (and the sample
+        count), the log loss's weighted mean with each event's ``CrossEntropy`` term in order."""
+        cells: dict[tuple, list] = {}
+        for y, b, w in zip(ys, best.tolist(), ws, strict=True):
+            cell = cells.setdefault((y, classes[b]), [0.0, 0])
+            cell[0] += w
+            cell[1] += 1
+        for (y, y_pred), (w, count) in cells.items():
+            for metric in (self.accuracy, self.macro_f1):
+                metric.update(y, y_pred, w)
+                metric.cm.n_samples += count - 1
+        # a label the model has never learned gets probability 0 (River then clamps to 1e-15)
+        index = {c: i for i, c in enumerate(classes)}
+        truth = np.array([index.get(y, -1) for y in ys], dtype=np.int64)
+        p_true = np.where(truth >= 0, proba[np.arange(len(ys)), np.maximum(truth, 0)], 0.0).tolist()
+        add = self.log_loss._mean.update  # CrossEntropy: the weighted mean of -log clamp(p, 1e-15)
+        for p, w in zip(p_true, ws, strict=True):
+            add(-math.log(min(max(p, 1e-15), 1 - 1e-15)), w)
 
     def _calibrate(self, classes: list, log_proba: np.ndarray, ys: Sequence, ws: Sequence[float]) -> None:
         """Score the batch with the calibrated posteriors, then fit α on it (prequential)."""
