@@ -222,26 +222,35 @@ def _token_scores(token, pairs: Pairs, rows: np.ndarray, w: np.ndarray, k: int, 
     out = np.zeros((n, k))
     if not len(pairs.x):
         return out
-    pev, x, starts, group = pairs.pev, pairs.x, pairs.starts, pairs.group
-    at, hit, every = pairs.found
-    seen = hit
-    start_counts = np.zeros((k, len(pairs.ids)))  # (k, ids), 0 for ids not seen yet
+    pev, x, starts = pairs.pev, pairs.x, pairs.starts
+    sizes = np.diff(np.r_[starts, len(x)])  # pairs per id: repeat an id's values over its pairs
+    seen = pairs.found[1]
+    counts = np.zeros((k, len(pairs.ids)))  # (k, ids), 0 for ids not seen yet
     if len(token.table):
-        start_counts[:, hit] = token.table.gather_columns(token.table.index.known(pairs.found))
+        counts[:, seen] = token.table.gather_columns(token.table.index.known(pairs.found))
     adds = np.zeros((k, len(x)))
     adds[rows[pev], np.arange(len(x))] = x * w[pev]
-    counts = start_counts[:, group] + _exclusive(adds, starts, group)
+    before = np.cumsum(adds, axis=1)
+    before -= adds  # in-block sums before each pair, from the block's start
+    counts -= before[:, starts]  # ... from the id's first pair in the block
+    counts = np.repeat(counts, sizes, axis=1)
+    counts += before
     event_adds = np.zeros((k, n))
     event_adds[rows, np.arange(n)] = pairs.event_values * w
     totals = token.totals[:, None] + _exclusive(event_adds)  # (k, n)
-    positive = (x > 0).astype(np.float64)
-    earlier = _exclusive(positive, starts, group) > 0
+    seen = np.repeat(seen, sizes)
+    positive = x > 0
+    if positive.all():  # an earlier pair of the same id was positive: any but its first
+        earlier = np.ones(len(x), bool)
+        earlier[starts] = False
+    else:
+        earlier = _exclusive(positive.astype(np.float64), starts, np.repeat(np.arange(len(sizes)), sizes)) > 0
     if token.vocab_size is not None:
         counted = np.ones(len(x), bool)
         vocab = np.full(n, float(token.vocab_size))
     else:
-        counted = seen[group] | earlier
-        fresh = (positive > 0) & ~seen[group] & ~earlier  # first positive pair of a new id
+        counted = seen | earlier
+        fresh = positive & ~seen & ~earlier  # first positive pair of a new id
         vocab = token.n_seen + np.searchsorted(np.sort(pev[fresh]), np.arange(n), side="left")
         vocab = vocab.astype(np.float64)
     if not counted.all():
