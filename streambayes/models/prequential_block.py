@@ -50,6 +50,9 @@ from streambayes.models.token_components import Complement, Multinomial
 from streambayes.stats import event_weights, lidstone_log, log_normalize
 
 Part = tuple[int, int, list, np.ndarray]  # (start, stop, classes, log-probabilities)
+# classes x token entries of one part at most: the (classes, pairs) arrays in flight stay under
+# 32 MiB each; a bigger block is cut into parts (the same predictions, a little slower)
+PART_CELLS = 2**22
 
 
 def supports(model: object, batch: Batch) -> bool:
@@ -104,7 +107,8 @@ def predict_learn(model: NaiveBayesBase, batch: Batch, ys: Sequence,
     parts: list[Part] = []
     start = 0
     while start < batch.n:
-        stop = start + model._refit_cuts(batch.n - start)[0]
+        stop = min(start + model._refit_cuts(batch.n - start)[0],
+                   _part_end(batch, start, len(model._classes) + 1))
         rows = model._classes.lookup(ys[start:stop])
         new = np.flatnonzero(rows < 0)
         if len(new):  # the event bringing a new class ends the part: later ones see the class
@@ -120,6 +124,14 @@ def predict_learn(model: NaiveBayesBase, batch: Batch, ys: Sequence,
         learn_pairs(model, part, ys[start:stop], w, pairs)
         start = stop
     return parts
+
+
+def _part_end(batch: Batch, start: int, k: int) -> int:
+    """The end of a part from ``start`` holding at most :data:`PART_CELLS` / ``k`` token entries
+    (at least one event)."""
+    ip = batch.tokens.indptr
+    end = int(np.searchsorted(ip, ip[start] + PART_CELLS // k, side="right")) - 1
+    return min(max(end, start + 1), batch.n)
 
 
 class Pairs:

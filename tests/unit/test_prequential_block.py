@@ -190,3 +190,19 @@ def test_replay_grows_to_large_blocks_only_while_every_model_predicts_per_event(
                         {n: make_model(n) for n in names}, MemorySink())
         assert result.events == 3000 and result.largest == largest
         assert result.metrics()["batching"]["events_predicted_per_event"]["nb"] == 3000
+
+
+def test_a_block_past_the_memory_bound_is_cut_into_parts(monkeypatch):
+    """At most PART_CELLS classes x token entries per part: more parts, the same predictions."""
+    from streambayes.models import prequential_block
+
+    xs, ys = sms(300)
+    ws = [1.0] * len(xs)
+    want = per_event("nb", {}, xs, ys, ws)
+    monkeypatch.setattr(prequential_block, "PART_CELLS", 90)  # about 15 SMS per part (3 classes)
+    model = make_model("nb")
+    for _ in range(300):  # past the refit points of the first events
+        model.learn_one({"text": "warm up"}, "ham")
+    parts = predict_learn(model, model.featurize(xs[:200]), ys[:200], ws[:200])
+    assert len(parts) > 5 and all(b - a <= 30 for a, b, _, _ in parts)
+    assert_same(by_blocks("nb", {}, xs, ys, ws, [300]), want)
