@@ -8,7 +8,7 @@ Each stream is read in file order, prequentially (every message is scored before
 Contestants:
 
   sb-replay   ``streambayes replay FILE`` as a user runs it: the default model (``nb``) and default
-              batching (mini-batches growing 1, 2, 4, ... to 1,024, each event predicted by the
+              batching (mini-batches growing 1, 2, 4, ... to 256, each event predicted by the
               model of all events before it). Log loss raw, and with the calibration exponent
               fitted prequentially (what ``predict`` serves)
   sb-event    streambayes ``nb`` per event (``predict_proba_one`` then ``learn_one``), raw and with

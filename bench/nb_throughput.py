@@ -4,7 +4,7 @@
 shuffled order. ``--corpus enron`` / ``--corpus newsgroups``: long texts (see ``_corpora.py``):
 enron1-3 in file order as handed over, 20 Newsgroups posts with headers in one seeded shuffled
 order; there ``--batch-size`` defaults to 256 and mini-batches grow 1, 2, 4, ... to it, as
-replay's do (``sb-replay`` batches as replay does by default: up to 1,024 events, each predicted by
+replay's do (``sb-replay`` batches as replay does by default: up to 256 events, each predicted by
 the model of all events before it; ``--replay-batch-size`` bounds it). The stream goes through
 each contestant prequentially (every event is predicted before it is learned):
 

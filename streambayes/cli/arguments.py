@@ -12,7 +12,7 @@ from streambayes.errors import UsageError
 PROG = "streambayes"
 # replay's largest mini-batch while every model predicts per event (= runtime.loops.replay.
 # DEFAULT_BATCH_SIZE); while some model predicts by mini-batch, 8 (replay.BATCH_PATH_SIZE)
-REPLAY_BATCH_SIZE = 1024
+REPLAY_BATCH_SIZE = 256
 
 
 def _positive_int(text: str) -> int:
