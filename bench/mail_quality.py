@@ -8,8 +8,9 @@ Each stream is read in file order, prequentially (every message is scored before
 Contestants:
 
   sb-replay   ``streambayes replay FILE`` as a user runs it: the default model (``nb``) and default
-              batching (mini-batches growing 1, 2, 4, ... to 8). Log loss raw, and with the
-              calibration exponent fitted prequentially (what ``predict`` serves)
+              batching (mini-batches growing 1, 2, 4, ... to 256, each event predicted by the
+              model of all events before it). Log loss raw, and with the calibration exponent
+              fitted prequentially (what ``predict`` serves)
   sb-event    streambayes ``nb`` per event (``predict_proba_one`` then ``learn_one``), raw and with
               a prequential calibrator
   river       River ``BagOfWords() | MultinomialNB()`` per event (River's own tokenizer)
@@ -72,7 +73,7 @@ def scores(p_true: list[float], right: list[bool], seconds: float) -> dict:
 def run_sb_replay(path: Path, texts: list[str], labels: list[str], name: str = "nb",
                   params: dict | None = None, batch_size: int | None = None) -> dict:
     from streambayes.models import make_model
-    from streambayes.runtime.loops.replay import DEFAULT_BATCH_SIZE, build_models, replay
+    from streambayes.runtime.loops.replay import build_models, replay
     from streambayes.runtime.records.decode import Decoder
     from streambayes.runtime.records.sinks import MemorySink
     from streambayes.runtime.records.sources import FileSource
@@ -82,7 +83,7 @@ def run_sb_replay(path: Path, texts: list[str], labels: list[str], name: str = "
         start = time.perf_counter()
         models = build_models([name]) if params is None else {name: make_model(name, **params)}
         result = replay(source, decoder, models, MemorySink(), topic=str(path),
-                        batch_size=batch_size or DEFAULT_BATCH_SIZE)
+                        batch_size=batch_size)
         seconds = time.perf_counter() - start
     m = result.run.summary()[name]
     return {"accuracy": m["accuracy"], "log_loss": m["log_loss"],

@@ -3,9 +3,10 @@
 ``--corpus sms`` (default): the SMS Spam Collection repeated ``--repeat`` times in one seeded
 shuffled order. ``--corpus enron`` / ``--corpus newsgroups``: long texts (see ``_corpora.py``):
 enron1-3 in file order as handed over, 20 Newsgroups posts with headers in one seeded shuffled
-order; there ``--batch-size`` defaults to replay's 256 and mini-batches grow 1, 2, 4, ... to it, as
-replay's do. The stream goes through each contestant prequentially (every event is predicted
-before it is learned):
+order; there ``--batch-size`` defaults to 256 and mini-batches grow 1, 2, 4, ... to it, as
+replay's do (``sb-replay`` batches as replay does by default: up to 256 events, each predicted by
+the model of all events before it; ``--replay-batch-size`` bounds it). The stream goes through
+each contestant prequentially (every event is predicted before it is learned):
 
   sb-event       streambayes MultinomialNB, predict_proba_one then learn_one per event
   sb-batch       streambayes MultinomialNB, per mini-batch: featurize, predict_proba_many, learn_many
@@ -241,7 +242,7 @@ def worker(name: str, args: argparse.Namespace) -> None:
 
     stream = Stream(args.repeat, args.seed, args.limit, args.corpus)
     p, right = np.full(stream.n, np.nan), np.zeros(stream.n, bool)
-    run = SETUP[name](stream, p, right, args.batch_size)
+    run = SETUP[name](stream, p, right, args.replay_batch_size if name == "sb-replay" else args.batch_size)
     with PeakMemory() as mem:
         t0 = time.perf_counter()
         extra = run()
@@ -270,6 +271,8 @@ def collect(names: list[str], args: argparse.Namespace) -> dict[str, dict]:
               "--corpus", args.corpus]
     if args.limit is not None:
         common += ["--limit", str(args.limit)]
+    if args.replay_batch_size is not None:
+        common += ["--replay-batch-size", str(args.replay_batch_size)]
     runs: dict[str, list[dict]] = {name: [] for name in names}
     errors: dict[str, str] = {}
     for rep in range(args.repeats):
@@ -381,7 +384,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=0, help="shuffle seed (default 0)")
     ap.add_argument("--limit", type=int, default=None, help="stop after this many events")
     ap.add_argument("--batch-size", type=int, default=None,
-                    help="mini-batch size (default 1000 for sms, else replay's 256)")
+                    help="mini-batch size (default 1000 for sms, else 256)")
+    ap.add_argument("--replay-batch-size", type=int, default=None,
+                    help="sb-replay's largest mini-batch (default: replay's own default batching)")
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per contestant (default 3)")
     ap.add_argument("--only", default=None, help=f"comma-separated subset of: {', '.join(CONTESTANTS)}")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures to this file")

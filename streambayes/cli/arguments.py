@@ -10,9 +10,9 @@ from streambayes.config import Settings
 from streambayes.errors import UsageError
 
 PROG = "streambayes"
-# replay's largest mini-batch: small, so prequential scores stay close to per-event ones on streams
-# that change (enron1-3: 0.9828 at 8, 0.9798 at 256); = runtime.loops.replay.DEFAULT_BATCH_SIZE
-REPLAY_BATCH_SIZE = 8
+# replay's largest mini-batch while every model predicts per event (= runtime.loops.replay.
+# DEFAULT_BATCH_SIZE); while some model predicts by mini-batch, 8 (replay.BATCH_PATH_SIZE)
+REPLAY_BATCH_SIZE = 256
 
 
 def _positive_int(text: str) -> int:
@@ -313,9 +313,12 @@ def _add_replay_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--text-field", metavar="F", help="text column/field")
     p.add_argument("--key-field", metavar="F", help="key column/field")
     p.add_argument("--limit", type=_count, metavar="N", help="stop after N records")
-    p.add_argument("--batch-size", type=_positive_int, default=REPLAY_BATCH_SIZE, metavar="N",
-                   help="largest mini-batch: predict N events, then learn them; batches grow 1, 2, 4, ... up "
-                        f"to N (default: {REPLAY_BATCH_SIZE}: close to per-event scores; larger is faster)")
+    p.add_argument("--batch-size", type=_positive_int, default=None, metavar="N",
+                   help="largest mini-batch; batches grow 1, 2, 4, ... up to N. Prequential per event: "
+                        "nb (on text), mnb and cnb on plain counts predict every event with the model of "
+                        "all events before it, whatever N (N changes speed only); other models predict a "
+                        "mini-batch with the model of its start, then learn it (default N: "
+                        f"{REPLAY_BATCH_SIZE}, or 8 while such a model runs: close to per-event scores)")
     p.add_argument("--positive", metavar="LABEL",
                    help="positive class for ROC AUC (default: the larger of two labels)")
     p.add_argument("--dead-letter", type=Path, metavar="PATH",

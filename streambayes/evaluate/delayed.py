@@ -109,7 +109,7 @@ class DelayedPrequential(Prequential):
                  loss: Any = None) -> None:
         if delay < 0:
             raise ValueError(f"DelayedPrequential: delay must be >= 0, got {delay}")
-        super().__init__(models, positive, loss)
+        super().__init__(models, positive, loss, per_event=False)  # labels come late: by batch
         self.delay = delay
         self.window = window
         self.alpha = alpha

@@ -154,12 +154,7 @@ class ModelScore:
         proba = np.exp(log_proba)
         best = np.argmax(log_proba, axis=1)
         pos = classes.index(auc_label) if auc_label in classes else None
-        for i, (y, w) in enumerate(zip(ys, ws, strict=True)):
-            y_pred = classes[best[i]]
-            self.accuracy.update(y, y_pred, w)
-            self.macro_f1.update(y, y_pred, w)
-            # a label the model has never learned gets probability 0 (River then clamps to 1e-15)
-            self.log_loss.update(y, {y: 0.0} | dict(zip(classes, proba[i].tolist(), strict=True)), w)
+        self._update_metrics(classes, proba, best, ys, ws)
         self.roc_auc.update_many(np.array([y == auc_label for y in ys], dtype=bool),
                                  np.array([auc_score(v) for v in _log_odds_many(log_proba, pos)]),
                                  np.asarray(ws, dtype=np.float64))
@@ -174,6 +169,28 @@ class ModelScore:
         self.weight += float(sum(ws))
         if self.loss is not None:
             self._decide(classes, log_proba, ys, ws)
+
+    def _update_metrics(self, classes: list, proba: np.ndarray, best: np.ndarray, ys: Sequence,
+                        ws: Sequence[float]) -> None:
+        """River's accuracy, macro F1 and log loss, as if updated event by event: the confusion
+        matrices once per distinct (truth, prediction) with the summed weight (and the sample
+        count), the log loss's weighted mean with each event's ``CrossEntropy`` term in order."""
+        cells: dict[tuple, list] = {}
+        for y, b, w in zip(ys, best.tolist(), ws, strict=True):
+            cell = cells.setdefault((y, classes[b]), [0.0, 0])
+            cell[0] += w
+            cell[1] += 1
+        for (y, y_pred), (w, count) in cells.items():
+            for metric in (self.accuracy, self.macro_f1):
+                metric.update(y, y_pred, w)
+                metric.cm.n_samples += count - 1
+        # a label the model has never learned gets probability 0 (River then clamps to 1e-15)
+        index = {c: i for i, c in enumerate(classes)}
+        truth = np.array([index.get(y, -1) for y in ys], dtype=np.int64)
+        p_true = np.where(truth >= 0, proba[np.arange(len(ys)), np.maximum(truth, 0)], 0.0).tolist()
+        add = self.log_loss._mean.update  # CrossEntropy: the weighted mean of -log clamp(p, 1e-15)
+        for p, w in zip(p_true, ws, strict=True):
+            add(-math.log(min(max(p, 1e-15), 1 - 1e-15)), w)
 
     def _calibrate(self, classes: list, log_proba: np.ndarray, ys: Sequence, ws: Sequence[float]) -> None:
         """Score the batch with the calibrated posteriors, then fit α on it (prequential)."""
@@ -235,8 +252,11 @@ class Prequential:
     """Predict-then-learn over mini-batches for several models; see the module docstring."""
 
     def __init__(self, models: Mapping[str, Learner], positive: str | None = None,
-                 loss: Any = None) -> None:
+                 loss: Any = None, per_event: bool = True) -> None:
         self.models = dict(models)
+        self.per_event = per_event  # exact per-event predictions where a model allows (see step)
+        self.batched = set() if per_event else set(self.models)  # models that predicted the last
+        self.per_event_events = dict.fromkeys(self.models, 0)    # batch from its start; per event
         self.positive = positive
         self.loss = loss  # a streambayes.decide.LossMatrix: decisions, expected cost, unsure rate
         self.scores = {name: ModelScore(loss) for name in self.models}
@@ -246,9 +266,14 @@ class Prequential:
 
     def step(self, xs: Sequence[dict], ys: Sequence, ws: Sequence[float] | None = None,
              ) -> list[Rejection]:
-        """Predict, score, then learn one mini-batch; returns the events dropped as bad."""
+        """Predict, score, then learn one mini-batch; returns the events dropped as bad.
+
+        With ``per_event`` (default), a model that :func:`~streambayes.models.prequential_block.
+        supports` the batch predicts each event with the model of every event before it, as
+        event-by-event predict-then-learn would, at mini-batch cost; the others predict the
+        batch with the model of its start."""
         ws = list(ws) if ws is not None else [1.0] * len(xs)
-        keep, predicted, rejected = self._predict_all(xs)
+        keep, predicted, rejected = self._predict_all(xs, self.per_event)
         ys_kept = [ys[i] for i in keep]
         ws_kept = [ws[i] for i in keep]
         for label, w in zip(ys_kept, ws_kept, strict=True):
@@ -257,7 +282,15 @@ class Prequential:
             self._auc_label = ys_kept[0]
         self.events += len(keep)
         keys = [xs[i].get(KEY) for i in keep] if keep and KEY in xs[keep[0]] else None
+        self.batched = {name for name, (_, _, log_proba) in predicted.items() if log_proba is not None}
         for name, (X, classes, log_proba) in predicted.items():
+            if log_proba is None:  # per event, in blocks (models.prequential_block)
+                log_proba = self._per_event(name, X, ys_kept, ws_kept, keys)
+                if log_proba is None:
+                    self.per_event_events[name] += len(ys_kept)
+                    continue
+                self.batched.add(name)
+                classes = list(self.models[name].classes)  # the block could not be learned whole
             self.scores[name].update(classes, log_proba, ys_kept, ws_kept, self._auc_label, keys)
             rejected.update(self._learn(name, X, [xs[i] for i in keep], ys_kept, ws_kept, keep))
         for score in self.scores.values():
@@ -265,7 +298,30 @@ class Prequential:
                 score.curve.add(self.events, score.accuracy.get(), score.log_loss.get())
         return rejections(rejected)
 
-    def _predict_all(self, xs: Sequence[dict]) -> tuple[list[int], dict, dict[int, str]]:
+    def _per_event(self, name: str, X: Any, ys: list, ws: list[float], keys: list | None,
+                   ) -> np.ndarray | None:
+        """Score and learn the block event by event exactly; if it cannot be learned whole,
+        the model's batch prediction (scored and learned by the caller)."""
+        from streambayes.models.prequential_block import predict_learn
+
+        model, score = self.models[name], self.scores[name]
+        start = time.perf_counter()
+        parts = predict_learn(model, X, ys, ws)
+        if parts is None:
+            log_proba = model.predict_log_proba_many(X)
+        score.seconds += time.perf_counter() - start
+        if parts is None:
+            return log_proba
+        for a, b, classes, part in parts:
+            score.update(classes, part, ys[a:b], ws[a:b], self._auc_label,
+                         None if keys is None else keys[a:b])
+        return None
+
+    def _predict_all(self, xs: Sequence[dict], per_event: bool = False,
+                     ) -> tuple[list[int], dict, dict[int, str]]:
+        """Featurize and predict (``per_event``: the models that predict per event only featurize)."""
+        from streambayes.models.prequential_block import supports
+
         keep = list(range(len(xs)))
         rejected: dict[int, str] = {}
         while True:
@@ -276,7 +332,10 @@ class Prequential:
                 start = time.perf_counter()
                 try:
                     X = model.featurize(sub)
-                    predicted[name] = (X, list(model.classes), model.predict_log_proba_many(X))
+                    if per_event and supports(model, X):
+                        predicted[name] = (X, [], None)
+                    else:
+                        predicted[name] = (X, list(model.classes), model.predict_log_proba_many(X))
                 except Exception as exc:  # noqa: BLE001 (probed event by event below)
                     found = _probe(model, sub)
                     if not found:
@@ -415,9 +474,9 @@ def rejections(bad: Mapping[int, str]) -> list[Rejection]:
 def prequential(models: Mapping[str, Learner],
                 batches: Iterable[tuple[Sequence[dict], Sequence] |
                                   tuple[Sequence[dict], Sequence, Sequence[float]]],
-                positive: str | None = None) -> Prequential:
+                positive: str | None = None, per_event: bool = True) -> Prequential:
     """Run :class:`Prequential` over ``(xs, ys)`` or ``(xs, ys, ws)`` mini-batches."""
-    run = Prequential(models, positive)
+    run = Prequential(models, positive, per_event=per_event)
     for batch in batches:
         run.step(*batch)
     return run

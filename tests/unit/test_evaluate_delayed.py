@@ -28,7 +28,7 @@ def test_delay_zero_gives_exactly_the_prequential_summary(make_stream):
     ws = [1.0 + (i % 3) / 2 for i in range(len(xs))]
     batches = batches_of(xs, ys, [1, 7, 64, 128, 200], ws)
     names = ("nb", "aode", "mnb")
-    plain = prequential({n: make_model(n) for n in names}, batches)
+    plain = prequential({n: make_model(n) for n in names}, batches, per_event=False)  # by batch
     delayed = delayed_prequential({n: make_model(n) for n in names}, batches, delay=0)
     for name, row in plain.summary().items():
         got = delayed.summary()[name]

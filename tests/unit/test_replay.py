@@ -335,4 +335,5 @@ def test_the_cli_replays_with_the_default_batch_size():
     from streambayes.runtime.loops.replay import DEFAULT_BATCH_SIZE, FileReplay
 
     args = build_parser().parse_args(["replay", "events.jsonl"])
-    assert args.batch_size == DEFAULT_BATCH_SIZE == FileReplay.__dataclass_fields__["batch_size"].default == 8
+    assert args.batch_size is None and FileReplay.__dataclass_fields__["batch_size"].default is None
+    assert DEFAULT_BATCH_SIZE == 256  # while every model predicts per event, else BATCH_PATH_SIZE

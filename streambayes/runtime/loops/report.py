@@ -121,7 +121,11 @@ def print_summary(result: ReplayResult, console: Console) -> None:
     n_dead = sum(result.dead_letters.values())
     console.print(f"{result.source}: {result.records} records, {result.events} events, "
                   f"{n_dead} dead letters in {result.seconds:.2f} s; {result.batches} mini-batches "
-                  f"growing 1, 2, 4, ... to {result.batch_size}", highlight=False, soft_wrap=True)
+                  f"growing 1, 2, 4, ... to {result.largest or result.batch_size}", highlight=False,
+                  soft_wrap=True)
+    exact = [name for name, n in result.run.per_event_events.items() if n and n == result.events]
+    if exact:  # the models whose every event was predicted by the model of all events before it
+        console.print(f"prequential per event: {', '.join(exact)}", highlight=False, soft_wrap=True)
     line = usage_line(result.fields_used())
     if line:
         console.print(line, highlight=False, soft_wrap=True)

@@ -275,7 +275,13 @@ def _file_stem(path: str) -> str:
 
 
 def _with_id(event: Event, record: Record) -> Event:
-    return event if event.id is not None else event.model_copy(update={"id": _default_id(record)})
+    """``event`` with its default id if it has none; the event was just validated from ``record``
+    and is shared with nobody, so the id is set in place (as ``model_copy(update=...)`` would set
+    it, fields set included) at a fraction of a copy's cost per event."""
+    if event.id is None:
+        event.__dict__["id"] = _default_id(record)
+        event.__pydantic_fields_set__.add("id")
+    return event
 
 
 def _tsv_fields(text: str, event_id: str) -> dict[str, Any]:
