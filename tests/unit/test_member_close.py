@@ -117,3 +117,18 @@ def test_a_partition_the_client_gave_up_unannounced_is_dropped():
     member = _member(held={1}, owned={0, 1})
     member.poll(10)
     assert member.listener.calls == [("lost", [0])] and member._owned == {1}
+
+
+def test_the_confluent_lag_commit_never_blocks():
+    """librdkafka's synchronous commit can block for good (after a broker stall both group
+    learners stood still): the best-effort commit for lag monitoring is asynchronous."""
+    from streambayes.runtime.kafka.confluent import commit_for_lag
+
+    calls = []
+
+    class Consumer:
+        def commit(self, offsets=None, asynchronous=True):
+            calls.append(([(tp.partition, tp.offset) for tp in offsets], asynchronous))
+
+    commit_for_lag(Consumer(), "t", {"t": {"0": 5, "1": 7}}, owned={1})
+    assert calls == [([(1, 7)], True)]

@@ -343,6 +343,7 @@ def test_learn_exits_1_with_one_line_when_dead_letters_cannot_be_delivered(monke
         def __init__(self, bootstrap, **kwargs) -> None:
             super().__init__(BrokerError("cannot deliver to dlq: TOPIC_AUTHORIZATION_FAILED"))
 
+    monkeypatch.setenv("STREAMBAYES_KAFKA_CLIENT", "kafka-python")  # the client patched here
     monkeypatch.setattr(kafka_python, "KafkaSink", Refusing)
     monkeypatch.setattr(connect, "wait_for_broker", lambda *args: None)  # nothing listens on :9
     source = tmp_path / "in.jsonl"

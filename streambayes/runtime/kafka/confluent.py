@@ -159,13 +159,15 @@ def _poll(consumer: Consumer, max_records: int, timeout: float, topic: str,
 def commit_for_lag(consumer: Consumer, topic: str, positions: Mapping[str, Mapping[str, int]],
                    owned: Any = None) -> None:
     """Commit ``positions[topic]`` (of the ``owned`` partitions, if given) for lag monitoring:
-    best effort, a failure is a warning."""
+    best effort, a failure is a warning. Asynchronous: librdkafka's synchronous commit can block
+    for good (confluent-kafka-python#1801; seen here when the broker stalled for 30 s right after
+    a restart: both group learners stood still, not even a progress line)."""
     offsets = [TopicPartition(topic, int(p), int(off)) for p, off in positions.get(topic, {}).items()
                if owned is None or int(p) in owned]
     if not offsets:
         return
     try:
-        consumer.commit(offsets=offsets, asynchronous=False)
+        consumer.commit(offsets=offsets, asynchronous=True)
     except KafkaException as exc:
         logger.warning("offset commit for lag monitoring failed: %s", exc.args[0].str())
 

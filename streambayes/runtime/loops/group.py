@@ -343,9 +343,9 @@ def run_group_learn(job: Any, settings: Any, stop: threading.Event | None = None
     """``streambayes learn`` of a Kafka topic without ``--partitions``: join the group and learn
     the partitions it gives this member, one shard each (a ``LearnJob``)."""
     from streambayes.runtime.kafka.connect import open_member_source, open_sink
+    from streambayes.runtime.loops.build import build_models
     from streambayes.runtime.loops.learn import _decoder
     from streambayes.runtime.loops.learn_run import _open_learn_store
-    from streambayes.runtime.loops.replay import build_models
     from streambayes.runtime.observe import observer_for
     from streambayes.runtime.records.limits import RecordLimits
 

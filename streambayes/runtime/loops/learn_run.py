@@ -20,7 +20,7 @@ from streambayes.snapshot.store import BaseSnapshotStore
 def run_learn(job: LearnJob, settings: Settings, stop: threading.Event | None = None) -> LearnStats:
     """Build the source, decoder, store and sinks of ``job`` and run the loop until done."""
     from streambayes.runtime.kafka.connect import open_sink, open_source
-    from streambayes.runtime.loops.replay import build_models
+    from streambayes.runtime.loops.build import build_models
     from streambayes.runtime.loops.spill import SPILL_DIR, new_per_key, spill_hooks
     from streambayes.runtime.observe import observer_for
     from streambayes.runtime.records.uri import parse_uri

@@ -29,9 +29,10 @@ from typing import Any
 from rich.console import Console
 
 from streambayes.config import Settings
-from streambayes.errors import FeatureError, ModelError, NetworkError, UsageError
+from streambayes.errors import FeatureError, ModelError, UsageError
 from streambayes.evaluate.prequential import KEY, Learner, Prequential
 from streambayes.models.usage import FieldKinds, unused_warning, usage
+from streambayes.runtime.loops.build import build_models  # noqa: F401 (the CLI names, re-exported)
 from streambayes.runtime.loops.report import print_summary, progress, write_report
 from streambayes.runtime.records.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.records.events import DeadLetter
@@ -96,33 +97,6 @@ class ReplayResult:
                          "events_predicted_per_event": dict(self.run.per_event_events)},
             "models": models,
         }
-
-
-def build_models(names: Sequence[str], network: Path | None = None,
-                 class_variable: str | None = None,
-                 bounds: Mapping[str, int] | None = None) -> dict[str, Learner]:
-    """Fresh learners by CLI name; an unknown or repeated name is a :class:`UsageError`.
-
-    ``bn`` (a Bayesian network) needs ``network`` (a BIF file); its ``class_variable`` is the
-    label field. ``bounds`` (``max_classes``, ``max_fields``, ``max_values``) go to every other
-    model (a network's states bound a ``bn`` already)."""
-    from streambayes.models import MODEL_NAMES, make_model
-
-    models: dict[str, Learner] = {}
-    for name in names:
-        if name in models:
-            raise UsageError(f"model {name!r} is given twice")
-        if name not in MODEL_NAMES:
-            raise UsageError(f"unknown model {name!r} (valid: {', '.join(MODEL_NAMES)})")
-        try:
-            params = {"network": str(network), "class_variable": class_variable} if name == "bn" \
-                else dict(bounds or {})
-            if name == "bn" and network is None:
-                raise UsageError("model 'bn' needs --network FILE.bif")
-            models[name] = make_model(name, **params)
-        except (ModelError, NetworkError) as exc:
-            raise UsageError(str(exc)) from None
-    return models
 
 
 class KeyedLearner:
