@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from streambayes.errors import ModelError
+from streambayes.models import token_one
 from streambayes.models.base import NaiveBayesBase
 from streambayes.models.field_components import Categorical, Gaussian
 from streambayes.models.token_components import Bernoulli, Complement, Multinomial
@@ -67,6 +68,7 @@ class MultinomialNB(NaiveBayesBase):
     def _reset(self) -> None:
         super()._reset()
         self._last_plain: tuple | None = None
+        self._prior_list: tuple | None = None  # (the log-prior array, as a list)
 
     def _plain_buckets(self, x: Mapping) -> np.ndarray | None:
         last = self._last_plain  # (x, its items, buckets): the same dict with the same values
@@ -90,30 +92,44 @@ class MultinomialNB(NaiveBayesBase):
         return out
 
     def __getstate__(self) -> dict:  # the last event is a cache: never pickled (nor aliased)
-        return {**self.__dict__, "_last_plain": None}
+        return {**self.__dict__, "_last_plain": None, "_prior_list": None}
+
+    def _one_ready(self) -> bool:
+        """Whether the per-event fast path serves this model now (no decay, plain counts)."""
+        return not self._forget.active and token_one.fits(self._components[0])
+
+    def _one_prior(self) -> list[float]:
+        """``log P(c)`` as plain floats, cached with the array it is made from."""
+        prior = self._log_prior()
+        cached = getattr(self, "_prior_list", None)  # (absent from older pickles)
+        if cached is None or cached[0] is not prior:
+            cached = self._prior_list = (prior, prior.tolist())
+        return cached[1]
 
     def learn_one(self, x: Mapping, y, w: float = 1.0) -> None:
         buckets = self._plain_buckets(x)
-        if buckets is None or self._forget.active or not self._components[0].plain:
+        if buckets is None or not self._one_ready():
             return super().learn_one(x, y, w)
         if y is None:
             raise ModelError("learn_one: the label is missing (None)")
         w = float(w)
         if not (math.isfinite(w) and w >= 0):
             raise ModelError("weights must be finite and >= 0")
-        self._classes.check_room([y], self.max_classes, "max_classes", "class")
-        c = self._classes.add(y)
-        self._grow_classes()
+        c = self._classes.get(y)
+        if c < 0:
+            self._classes.check_room([y], self.max_classes, "max_classes", "class")
+            c = self._classes.add(y)
+            self._grow_classes()
         self._class_counts[c] += w
-        self._components[0].learn_buckets(c, buckets, w)
+        token_one.learn_one(self._components[0], c, buckets, w)
         self.n_events += 1
         self._refit_due()
 
     def predict_proba_one(self, x: Mapping) -> dict:
         buckets = self._plain_buckets(x) if len(self._classes) else None
-        if buckets is None or self._forget.active or not self._components[0].plain:
+        if buckets is None or not self._one_ready():
             return super().predict_proba_one(x)
-        jll = (self._log_prior() + self._components[0].score_buckets(buckets, 1.0)).tolist()
+        jll = token_one.score_one(self._components[0], buckets, self._one_prior())
         top = max(jll)
         p = [math.exp(v - top) for v in jll]
         total = sum(p)
