@@ -68,27 +68,30 @@ class MultinomialNB(NaiveBayesBase):
     def _reset(self) -> None:
         super()._reset()
         self._last_plain: tuple | None = None
-        self._prior_list: tuple | None = None  # (the log-prior array, as a list)
+        self._prior_list: tuple | None = None  # (class counts, the log-prior), as lists
 
     def _plain_buckets(self, x: Mapping) -> np.ndarray | None:
         last = self._last_plain  # (x, its items, buckets): the same dict with the same values
-        if last is not None and last[0] is x and (isinstance(x, str) or len(x) == len(last[1])
-                                                  and all(x.get(k) is v for k, v in last[1])):
+        if last is not None and last[0] is x and (isinstance(x, str) or _same_items(x, last[1])):
             return last[2]
-        buckets: list[int] = []
         f = self._featurizer
         if isinstance(x, str):  # a plain string is the event's text
             buckets = f.hasher.buckets(f.tokenizer(x))
             out = np.fromiter(buckets, np.int64, len(buckets))
             self._last_plain = (x, (), out)
             return out
-        for key, value in x.items():
-            if key not in f.text_fields or not isinstance(value, str | None):
+        items = tuple(x.items())
+        buckets = []
+        for key, value in items:
+            if value is None:
+                if key not in f.text_fields:
+                    return None
+            elif key not in f.text_fields or not isinstance(value, str):
                 return None
-            if value is not None:
+            else:
                 buckets += f.hasher.buckets(f.tokenizer(value))
         out = np.fromiter(buckets, np.int64, len(buckets))
-        self._last_plain = (x, tuple(x.items()), out)
+        self._last_plain = (x, items, out)
         return out
 
     def __getstate__(self) -> dict:  # the last event is a cache: never pickled (nor aliased)
@@ -96,15 +99,22 @@ class MultinomialNB(NaiveBayesBase):
 
     def _one_ready(self) -> bool:
         """Whether the per-event fast path serves this model now (no decay, plain counts)."""
-        return not self._forget.active and token_one.fits(self._components[0])
+        return self._forget.factor is None and token_one.fits(self._components[0])
 
     def _one_prior(self) -> list[float]:
-        """``log P(c)`` as plain floats, cached with the array it is made from."""
-        prior = self._log_prior()
+        """``log P(c)`` as plain floats: the values of :meth:`_log_prior`, made without its array
+        in the common case (maximum likelihood, every class seen), cached with the class counts."""
+        c = self._class_counts.tolist()
         cached = getattr(self, "_prior_list", None)  # (absent from older pickles)
-        if cached is None or cached[0] is not prior:
-            cached = self._prior_list = (prior, prior.tolist())
-        return cached[1]
+        if cached is not None and cached[0] == c:
+            return cached[1]
+        if self.class_prior is None and self.prior_alpha == 0 and len(c) <= 32 and min(c) > 0:
+            log_total = math.log(math.fsum(c))  # as _derive_log_prior computes it
+            prior = [math.log(v) - log_total for v in c]
+        else:
+            prior = self._log_prior().tolist()
+        self._prior_list = (c, prior)
+        return prior
 
     def learn_one(self, x: Mapping, y, w: float = 1.0) -> None:
         buckets = self._plain_buckets(x)
@@ -134,6 +144,16 @@ class MultinomialNB(NaiveBayesBase):
         p = [math.exp(v - top) for v in jll]
         total = sum(p)
         return {c: v / total for c, v in zip(self._classes.values, p, strict=True)}
+
+
+def _same_items(x: Mapping, items: tuple) -> bool:
+    """Whether ``x`` holds exactly ``items``' keys with the very same value objects."""
+    if len(x) != len(items):
+        return False
+    if len(items) == 1:
+        key, value = items[0]
+        return x.get(key) is value
+    return all(x.get(k) is v for k, v in items)
 
 
 class BernoulliNB(NaiveBayesBase):

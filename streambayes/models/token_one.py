@@ -7,7 +7,8 @@ and :meth:`~streambayes.models.token_components.TokenTable.learn_buckets` do for
 (counts as they come, Lidstone ``alpha > 0``, the vocabulary seen so far), reaching into the
 sparse table once: one ``searchsorted`` for the event's ids, one gather of their counts, the
 per-class constants in plain floats. A prequential ``learn_one`` right after ``predict_proba_one``
-of the same event reuses the lookup (when no id was added meanwhile).
+of the same event reuses the lookup (when no id was added meanwhile; ``_one_lookup`` on the table,
+a cache that snapshots leave out, dropped once a learn adds ids).
 
 The additions are those of :meth:`learn_buckets` in the same order (the same state, bit for bit);
 the scores equal ``score_buckets`` up to the last bits of the logarithms of the class constants
@@ -29,27 +30,27 @@ def fits(comp: Multinomial) -> bool:
 
 
 def _lookup(comp: Multinomial, buckets: np.ndarray) -> tuple:
-    """:meth:`IdIndex.find` of ``buckets``, kept for a following learn of the same array."""
-    last = comp._last_lookup
-    index = comp.table.index
-    n = len(index._ids)
-    if last is not None and last[0] is buckets and last[1] == n - 1:
+    """(where each id sits in the index, which were learned, whether all were, the columns of
+    those learned), kept on the table for a following learn of the same array: valid while the
+    index holds the same id array (a new id makes a new one)."""
+    ids = comp.table.index._ids
+    last = getattr(comp, "_one_lookup", None)
+    if last is not None and last[0] is buckets and last[1] is ids:
         return last[2]
-    ids = index._ids
     at = ids.searchsorted(buckets)
     hit = ids[at] == buckets
-    found = (at, hit, np.count_nonzero(hit) == len(hit))
-    comp._last_lookup = (buckets, n - 1, found)
+    every = np.count_nonzero(hit) == len(hit)
+    found = (at, hit, every, comp.table.index._cols[at if every else at[hit]])
+    comp._one_lookup = (buckets, ids, found)
     return found
 
 
 def score_one(comp: Multinomial, buckets: np.ndarray, log_prior: list[float]) -> list[float]:
     """``log P(c) + Σ_tokens log((n_cw + α) / (n_c + α·V))`` per class; tokens never learned are
     left out (as :meth:`Multinomial.score_buckets` does)."""
-    at, hit, every = _lookup(comp, buckets)
-    cols = comp.table.index._cols[at if every else at[hit]]
+    cols = _lookup(comp, buckets)[3]
     n = len(cols)
-    vocabulary = len(comp.table.index)
+    vocabulary = len(comp.table.index._ids) - 1
     if not n or not vocabulary:
         return list(log_prior)
     a = comp._alpha()
@@ -66,11 +67,18 @@ def score_one(comp: Multinomial, buckets: np.ndarray, log_prior: list[float]) ->
 def learn_one(comp: Multinomial, c: int, buckets: np.ndarray, w: float) -> None:
     """Add one event of plain tokens (value 1 each, weight ``w``) to class ``c``."""
     table = comp.table
-    cols = table.columns(buckets, _lookup(comp, buckets))
+    at, hit, every, cols = _lookup(comp, buckets)
+    if not every:  # new ids: columns for them (and room)
+        cols = table.columns(buckets, (at, hit, every))
+        comp._one_lookup = None  # do not hold on to the old id array
     np.add.at(table._table[c], cols, w)
     total = float(comp.totals[c])
-    for _ in range(len(buckets)):
-        total += w  # one addition per occurrence, as np.add.at does in learn()
+    n = len(buckets)
+    if w == 1.0 and total.is_integer() and total + n < 2**53:
+        total += n  # every partial sum is an exact integer: the same as n additions of 1.0
+    else:
+        for _ in range(n):
+            total += w  # one addition per occurrence, as np.add.at does in learn()
     comp.totals[c] = total
     if comp._cache:
         comp._cache.clear()
