@@ -48,6 +48,7 @@ from pydantic_core import from_json
 from streambayes.errors import UsageError
 from streambayes.runtime.records.events import DeadLetter, DeadLetterReason, Event, SourcePosition
 from streambayes.runtime.records.limits import RecordLimits
+from streambayes.runtime.records.plain_batch import plain_texts
 from streambayes.runtime.records.sources import Format, Record
 
 _INT = re.compile(r"[+-]?\d+")
@@ -185,6 +186,17 @@ class Decoder:
                 event = _with_id(event, record)
                 out.append(Decoded(record, event, event.to_x(), label, event.weight))
         return out
+
+    def plain_batch(self, records: Sequence[Record]) -> tuple[list[dict], list[str]] | None:
+        """``(xs, labels)`` of a batch of plain labelled JSONL events, without an object per event
+        (:mod:`~streambayes.runtime.records.plain_batch`); None: decode it by :meth:`decode_many`."""
+        if not (self._plain_json and self.require_label) or len(records) < 2:
+            return None
+        values = [r.value for r in records]
+        joined = b"[" + b",".join(values) + b"]"
+        if not self.limits.surely_raw_ok(values, joined):
+            return None
+        return plain_texts(values, joined, self.limits)
 
     def decode(self, record: Record) -> Decoded | DeadLetter:
         """The decoded event, or the dead letter that records why it is not one (never raises)."""
