@@ -53,6 +53,10 @@ def test_plain_batches_answer_and_others_do_not():
     assert Decoder("jsonl", require_label=False).plain_batch(_records(PLAIN)) is None
     assert Decoder("jsonl", limits=RecordLimits(max_text_chars=5)).plain_batch(_records(PLAIN)) is None
     assert Decoder("jsonl").plain_batch(_records(PLAIN[:1])) is None  # one record: decode it
+    assert Decoder("jsonl", limits=RecordLimits(max_record_bytes=50)).plain_batch(_records(PLAIN)) is None
+    assert _check_against_decode(decoder, _records([{**e, "text": "[{" * 40 + "9" * 5000} for e in PLAIN]))
+    head = [Record(r.value, None, "t", 0, r.offset, None, None, 2 << 20) for r in _records(PLAIN)]
+    assert decoder.plain_batch(head) is None  # only the head of an oversized record
 
 
 texts = st.text(max_size=12)

@@ -190,13 +190,14 @@ class Decoder:
     def plain_batch(self, records: Sequence[Record]) -> tuple[list[dict], list[str]] | None:
         """``(xs, labels)`` of a batch of plain labelled JSONL events, without an object per event
         (:mod:`~streambayes.runtime.records.plain_batch`); None: decode it by :meth:`decode_many`."""
+        limits = self.limits  # a plain event nests 1 level and holds no number: only its size counts
         if not (self._plain_json and self.require_label) or len(records) < 2:
             return None
-        values = [r.value for r in records]
-        joined = b"[" + b",".join(values) + b"]"
-        if not self.limits.surely_raw_ok(values, joined):
+        size = limits.max_record_bytes
+        if any(r.size is not None or len(r.value) > size for r in records):
             return None
-        return plain_texts(values, joined, self.limits)
+        values = [r.value for r in records]
+        return plain_texts(values, b"[" + b",".join(values) + b"]", limits)
 
     def decode(self, record: Record) -> Decoded | DeadLetter:
         """The decoded event, or the dead letter that records why it is not one (never raises)."""
