@@ -71,3 +71,19 @@ def test_prior_follows_a_merge_and_a_changed_dict():
     x["text"] = "cash prize"  # the same dict, a new value: not the cached tokens
     got = a.predict_proba_one(x)
     np.testing.assert_allclose([got[c] for c in a.classes], a.predict_proba_many([x])[0], atol=1e-12)
+
+
+def test_river_face_per_event_equals_its_batch_path():
+    from streambayes.models.river_compat import MultinomialNB as FaceMNB
+
+    one, many = FaceMNB(), FaceMNB()
+    for x, y, w in _stream(80):
+        w = float(round(w))  # whole weights: repeated additions of a count equal its product
+        counts = {word: 1 + len(word) % 2 for word in x["text"].lower().split()} or {"empty": 1}
+        if one.classes:
+            got = one.predict_proba_one(counts)
+            ref = many.predict_proba_many([counts])[0]
+            np.testing.assert_allclose([got[c] for c in one.classes], ref, rtol=0, atol=1e-12)
+        one.learn_one(counts, y, w)
+        many.learn_many([counts], [y], [w])
+    _same_state(one, many)
