@@ -17,6 +17,7 @@ compare both).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import repeat
 from typing import Any
 
 from pydantic_core import from_json
@@ -35,29 +36,32 @@ def _within_limits(obj: dict[str, Any], n_bytes: int, limits: RecordLimits) -> b
     return limits.check_fields(fields, n_bytes) is None
 
 
+def _all_str(values: list) -> bool:
+    return set(map(type, values)) == {str}
+
+
 def plain_texts(values: Sequence[bytes], joined: bytes,
                 limits: RecordLimits) -> tuple[list[dict[str, str]], list[str]] | None:
     """``(xs, labels)`` when every record of ``values`` (``joined`` is them as one JSON array) is
-    a plain labelled event with text that decodes without a dead letter; else None."""
+    a plain labelled event with text that decodes without a dead letter; else None. The tests run
+    over whole columns (``map`` in C), not event by event."""
     if limits.max_weight < 1.0:
         return None
     try:
         objs = from_json(joined, cache_strings="keys")
     except ValueError:
         return None
-    if objs.__class__ is not list or len(objs) != len(values):
+    if objs.__class__ is not list or len(objs) != len(values) or set(map(type, objs)) != {dict} \
+            or not all(map(_PLAIN_KEYS.issuperset, objs)):
         return None
-    keys, xs, labels = _PLAIN_KEYS, [], []
-    for obj, value in zip(objs, values, strict=True):
-        if obj.__class__ is not dict or not keys.issuperset(obj):
+    texts, labels = list(map(dict.get, objs, repeat("text"))), list(map(dict.get, objs, repeat("label")))
+    if not (_all_str(texts) and all(texts) and _all_str(labels) and all(map(str.strip, labels))):
+        return None  # (no text: an empty event; a blank label: a missing one)
+    if not (_all_str(list(map(dict.get, objs, repeat("id"))))
+            and _all_str(list(map(dict.get, objs, repeat("key"), repeat(""))))):
+        return None  # (a missing id, an integer one, a null key: the general path)
+    bound = min(limits.max_string_chars, limits.max_text_chars)
+    if max(map(len, values)) > bound:  # long records: each checked as check_event would
+        if not all(_within_limits(o, len(v), limits) for o, v in zip(objs, values, strict=True)):
             return None
-        text, label = obj.get("text"), obj.get("label")
-        if text.__class__ is not str or not text or label.__class__ is not str or not label.strip():
-            return None
-        if obj.get("id").__class__ is not str or obj.get("key", "").__class__ is not str:
-            return None  # (a missing id, an integer one, a null key: the general path)
-        if not _within_limits(obj, len(value), limits):
-            return None
-        xs.append({"text": text})
-        labels.append(label)
-    return xs, labels
+    return [{"text": t} for t in texts], labels
