@@ -76,11 +76,14 @@ class MultinomialNB(NaiveBayesBase):
             return last[2]
         f = self._featurizer
         if isinstance(x, str):  # a plain string is the event's text
-            buckets = f.hasher.buckets(f.tokenizer(x))
-            out = np.fromiter(buckets, np.int64, len(buckets))
+            out = f.hasher.bucket_ids(f.tokenizer(x))
             self._last_plain = (x, (), out)
             return out
         items = tuple(x.items())
+        if len(items) == 1 and items[0][1].__class__ is str and items[0][0] in f.text_fields:
+            out = f.hasher.bucket_ids(f.tokenizer(items[0][1]))  # one text: the common event
+            self._last_plain = (x, items, out)
+            return out
         buckets = []
         for key, value in items:
             if value is None:
