@@ -87,3 +87,13 @@ def test_river_face_per_event_equals_its_batch_path():
         one.learn_one(counts, y, w)
         many.learn_many([counts], [y], [w])
     _same_state(one, many)
+
+
+def test_bucket_ids_equal_buckets_cached_or_not():
+    from streambayes.features.hashing import FeatureHasher
+
+    for cache_size in (0, 3, 2**19):
+        h, ref = FeatureHasher(2**20, cache_size=cache_size), FeatureHasher(2**20, cache_size=0)
+        for tokens in (["a", "b", "a"], ["a", "b"], ["c", "d", "e", "f", "a"], [], ["é", "a"]):
+            got = h.bucket_ids(tokens)
+            assert got.dtype == np.int64 and got.tolist() == ref.buckets(tokens)
