@@ -239,10 +239,7 @@ class MultinomialNB(_TokenFace, pure.MultinomialNB, base.MiniBatchClassifier):
             self._grow_classes()
         self._class_counts[c] += w
         comp = self._components[0]
-        if token_one.fits(comp):
-            token_one.learn_one(comp, c, fast, w)
-        else:
-            comp.learn_buckets(c, fast, w)
+        token_one.learn_one(comp, c, fast, w) if token_one.fits(comp) else comp.learn_buckets(c, fast, w)
         self.n_events += 1
         self._refit_due()  # alpha="auto" refits at the same event counts as learn_many
 
@@ -251,10 +248,8 @@ class MultinomialNB(_TokenFace, pure.MultinomialNB, base.MiniBatchClassifier):
         if fast is None:
             return super().predict_proba_one(x)
         comp = self._components[0]
-        if token_one.fits(comp):
-            jll = token_one.score_one(comp, fast, self._one_prior())
-        else:
-            jll = (self._log_prior() + comp.score_buckets(fast, 1.0)).tolist()
+        jll = token_one.score_one(comp, fast, self._one_prior()) if token_one.fits(comp) else \
+            (self._log_prior() + comp.score_buckets(fast, 1.0)).tolist()
         top = max(jll)
         p = [math.exp(v - top) for v in jll]
         total = sum(p)
