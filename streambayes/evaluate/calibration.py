@@ -66,6 +66,9 @@ def squash(log_proba: np.ndarray, alpha: float) -> np.ndarray:
     return out[0] if flat else out
 
 
+_LSE_ROWS = 64  # rows per part of _grid_lse: its (rows, grid) temporaries fit in the L2 cache
+
+
 def _grid_lse(alphas: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """``logsumexp(α_g · rows[t])`` for every event ``t`` and grid ``α_g``, shape (n, grid).
 
@@ -73,6 +76,11 @@ def _grid_lse(alphas: np.ndarray, rows: np.ndarray) -> np.ndarray:
     operations as the (n, grid, classes) tensor (whose sums over fewer than 8 classes add left to
     right), without its slow reductions over a short last axis; a test checks them bit for bit."""
     k = rows.shape[1]
+    if k < 8 and len(rows) > _LSE_ROWS:  # in parts that stay in cache (the same operations per element)
+        out = np.empty((len(rows), len(alphas)))
+        for start in range(0, len(rows), _LSE_ROWS):
+            out[start:start + _LSE_ROWS] = _grid_lse(alphas, rows[start:start + _LSE_ROWS])
+        return out
     if k >= 8:
         z = alphas[None, :, None] * rows[:, None, :]  # (n, grid, classes); alpha > 0 keeps -inf
         top = z.max(axis=2, keepdims=True)

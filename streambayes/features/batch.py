@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -95,8 +96,10 @@ class _WordSource:
         return [w for text in self.texts for w in self.tokenizer(text)]
 
     def rows(self, start: int, stop: int) -> _WordSource:
-        kept = [(t, r - start) for t, r in zip(self.texts, self.text_rows, strict=True) if start <= r < stop]
-        return _WordSource([t for t, _ in kept], [r for _, r in kept], self.tokenizer)
+        """The texts of rows ``start`` to ``stop``: ``text_rows`` ascends (texts are gathered row by
+        row), so two bisections find them, not a pass over the whole batch per slice."""
+        lo, hi = bisect_left(self.text_rows, start), bisect_left(self.text_rows, stop)
+        return _WordSource(self.texts[lo:hi], [r - start for r in self.text_rows[lo:hi]], self.tokenizer)
 
 
 class Featurizer:

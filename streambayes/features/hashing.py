@@ -77,6 +77,15 @@ class FeatureHasher:
             out = [b if b is not None else self.bucket(t) for t, b in zip(tokens, out, strict=True)]
         return out
 
+    def bucket_ids(self, tokens: list[str]) -> np.ndarray:
+        """:meth:`buckets` as an int64 array, for one event's few tokens: read straight from the
+        cache when every token is in it (no list, no scan for misses), else through :meth:`buckets`."""
+        try:
+            return np.fromiter(map(self._cache.__getitem__, tokens), np.int64, len(tokens))
+        except KeyError:
+            buckets = self.buckets(tokens)
+            return np.fromiter(buckets, np.int64, len(buckets))
+
     def bucket_array(self, tokens: list[str]) -> np.ndarray:
         """The bucket of every token (int64), each distinct uncached token hashed once."""
         cache = self._cache

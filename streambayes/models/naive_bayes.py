@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from streambayes.errors import ModelError
+from streambayes.models import token_one
 from streambayes.models.base import NaiveBayesBase
 from streambayes.models.field_components import Categorical, Gaussian
 from streambayes.models.token_components import Bernoulli, Complement, Multinomial
@@ -67,57 +68,95 @@ class MultinomialNB(NaiveBayesBase):
     def _reset(self) -> None:
         super()._reset()
         self._last_plain: tuple | None = None
+        self._prior_list: tuple | None = None  # (class counts, the log-prior), as lists
 
     def _plain_buckets(self, x: Mapping) -> np.ndarray | None:
         last = self._last_plain  # (x, its items, buckets): the same dict with the same values
-        if last is not None and last[0] is x and (isinstance(x, str) or len(x) == len(last[1])
-                                                  and all(x.get(k) is v for k, v in last[1])):
+        if last is not None and last[0] is x and (isinstance(x, str) or _same_items(x, last[1])):
             return last[2]
-        buckets: list[int] = []
         f = self._featurizer
         if isinstance(x, str):  # a plain string is the event's text
-            buckets = f.hasher.buckets(f.tokenizer(x))
-            out = np.fromiter(buckets, np.int64, len(buckets))
+            out = f.hasher.bucket_ids(f.tokenizer(x))
             self._last_plain = (x, (), out)
             return out
-        for key, value in x.items():
-            if key not in f.text_fields or not isinstance(value, str | None):
+        items = tuple(x.items())
+        if len(items) == 1 and items[0][1].__class__ is str and items[0][0] in f.text_fields:
+            out = f.hasher.bucket_ids(f.tokenizer(items[0][1]))  # one text: the common event
+            self._last_plain = (x, items, out)
+            return out
+        buckets = []
+        for key, value in items:
+            if value is None:
+                if key not in f.text_fields:
+                    return None
+            elif key not in f.text_fields or not isinstance(value, str):
                 return None
-            if value is not None:
+            else:
                 buckets += f.hasher.buckets(f.tokenizer(value))
         out = np.fromiter(buckets, np.int64, len(buckets))
-        self._last_plain = (x, tuple(x.items()), out)
+        self._last_plain = (x, items, out)
         return out
 
     def __getstate__(self) -> dict:  # the last event is a cache: never pickled (nor aliased)
-        return {**self.__dict__, "_last_plain": None}
+        return {**self.__dict__, "_last_plain": None, "_prior_list": None}
+
+    def _one_ready(self) -> bool:
+        """Whether the per-event fast path serves this model now (no decay, plain counts)."""
+        return self._forget.factor is None and token_one.fits(self._components[0])
+
+    def _one_prior(self) -> list[float]:
+        """``log P(c)`` as plain floats: the values of :meth:`_log_prior`, made without its array
+        in the common case (maximum likelihood, every class seen), cached with the class counts."""
+        c = self._class_counts.tolist()
+        cached = getattr(self, "_prior_list", None)  # (absent from older pickles)
+        if cached is not None and cached[0] == c:
+            return cached[1]
+        if self.class_prior is None and self.prior_alpha == 0 and len(c) <= 32 and min(c) > 0:
+            log_total = math.log(math.fsum(c))  # as _derive_log_prior computes it
+            prior = [math.log(v) - log_total for v in c]
+        else:
+            prior = self._log_prior().tolist()
+        self._prior_list = (c, prior)
+        return prior
 
     def learn_one(self, x: Mapping, y, w: float = 1.0) -> None:
         buckets = self._plain_buckets(x)
-        if buckets is None or self._forget.active or not self._components[0].plain:
+        if buckets is None or not self._one_ready():
             return super().learn_one(x, y, w)
         if y is None:
             raise ModelError("learn_one: the label is missing (None)")
         w = float(w)
         if not (math.isfinite(w) and w >= 0):
             raise ModelError("weights must be finite and >= 0")
-        self._classes.check_room([y], self.max_classes, "max_classes", "class")
-        c = self._classes.add(y)
-        self._grow_classes()
+        c = self._classes.get(y)
+        if c < 0:
+            self._classes.check_room([y], self.max_classes, "max_classes", "class")
+            c = self._classes.add(y)
+            self._grow_classes()
         self._class_counts[c] += w
-        self._components[0].learn_buckets(c, buckets, w)
+        token_one.learn_one(self._components[0], c, buckets, w)
         self.n_events += 1
         self._refit_due()
 
     def predict_proba_one(self, x: Mapping) -> dict:
         buckets = self._plain_buckets(x) if len(self._classes) else None
-        if buckets is None or self._forget.active or not self._components[0].plain:
+        if buckets is None or not self._one_ready():
             return super().predict_proba_one(x)
-        jll = (self._log_prior() + self._components[0].score_buckets(buckets, 1.0)).tolist()
+        jll = token_one.score_one(self._components[0], buckets, self._one_prior())
         top = max(jll)
         p = [math.exp(v - top) for v in jll]
         total = sum(p)
         return {c: v / total for c, v in zip(self._classes.values, p, strict=True)}
+
+
+def _same_items(x: Mapping, items: tuple) -> bool:
+    """Whether ``x`` holds exactly ``items``' keys with the very same value objects."""
+    if len(x) != len(items):
+        return False
+    if len(items) == 1:
+        key, value = items[0]
+        return x.get(key) is value
+    return all(x.get(k) is v for k, v in items)
 
 
 class BernoulliNB(NaiveBayesBase):

@@ -35,6 +35,7 @@ from streambayes import models as pure
 from streambayes.errors import FeatureError, ModelError
 from streambayes.features import Batch
 from streambayes.features.batch import MAX_ABS_VALUE, SparseRows
+from streambayes.models import token_one
 
 NUMERIC_MODES = ("auto", "gaussian", "counts")
 
@@ -237,7 +238,8 @@ class MultinomialNB(_TokenFace, pure.MultinomialNB, base.MiniBatchClassifier):
             c = self._classes.add(y)
             self._grow_classes()
         self._class_counts[c] += w
-        self._components[0].learn_buckets(c, fast, w)
+        comp = self._components[0]
+        token_one.learn_one(comp, c, fast, w) if token_one.fits(comp) else comp.learn_buckets(c, fast, w)
         self.n_events += 1
         self._refit_due()  # alpha="auto" refits at the same event counts as learn_many
 
@@ -245,7 +247,9 @@ class MultinomialNB(_TokenFace, pure.MultinomialNB, base.MiniBatchClassifier):
         fast = self._fast_buckets(x) if len(self._classes) else None
         if fast is None:
             return super().predict_proba_one(x)
-        jll = (self._log_prior() + self._components[0].score_buckets(fast, 1.0)).tolist()
+        comp = self._components[0]
+        jll = token_one.score_one(comp, fast, self._one_prior()) if token_one.fits(comp) else \
+            (self._log_prior() + comp.score_buckets(fast, 1.0)).tolist()
         top = max(jll)
         p = [math.exp(v - top) for v in jll]
         total = sum(p)

@@ -270,42 +270,58 @@ class LearnLoop:
             self.observer.records(len(records))
         self.stats.records += len(records)
         self._unsaved += len(records)  # counted first: a dead letter failing below is unsaved
+        plain = None if is_per_key(self.model) else self.decoder.plain_batch(records)
+        good: list[Decoded] | None = None  # (a plain batch: no object per event unless it fails)
+        if plain is None:
+            good = self._decoded(records)
+            if not good:
+                return
+            plain = [d.x for d in good], [d.label for d in good]
+        xs, labels = plain
+        weights = [1.0] * len(xs) if good is None else [d.weight for d in good]
+        if not self._fields_noted:  # the first events: a model that sees nothing warns
+            self._fields_noted = True
+            note = first_batch_note(self.model_name or "model", self.model, xs)
+            if note is not None:
+                (logger.warning if note[0] else logger.info)(note[1])
+        try:
+            X = self.model.featurize(xs)
+            self._calibrate(X, labels, weights)
+            keys = {"keys": [d.event.key for d in good]} if is_per_key(self.model) else {}
+            self.model.learn_many(X, labels, weights, **keys)
+            learned = len(xs)
+        except Exception:  # noqa: BLE001 (learn one by one: keep the good events, letter the bad)
+            learned = self._learn_each(self._decoded(records) if good is None else good)
+        self.stats.events += learned
+        self.events_total += learned
+        if self.observer is not None:
+            self.observer.events(learned)
+
+    def _decoded(self, records: list) -> list[Decoded]:
+        """The records decoded (dead letters sent) and, for a per-key model, keyed."""
         good: list[Decoded] = []
         for item in self.decoder.decode_many(records):
             if isinstance(item, DeadLetter):
                 self._dead(item)
             else:
                 good.append(item)
-        good = self._with_keys(good)
-        if not good:
-            return
-        if not self._fields_noted:  # the first events: a model that sees nothing warns
-            self._fields_noted = True
-            note = first_batch_note(self.model_name or "model", self.model, [d.x for d in good])
-            if note is not None:
-                (logger.warning if note[0] else logger.info)(note[1])
-        try:
-            X = self.model.featurize([d.x for d in good])
-            self._calibrate(X, good)
-            self._learn_batch(good, X)
-            learned = len(good)
-        except Exception:  # noqa: BLE001 (learn one by one: keep the good events, letter the bad)
-            learned = 0
-            for d in good:
-                try:
-                    self._learn_batch([d])
-                    learned += 1
-                except LimitError as exc:  # past a bound (max_classes...): nothing changed
-                    self._dead(dead_letter(d.record, "limit", str(exc)))
-                except FeatureError as exc:  # refused before anything changed
-                    self._dead(dead_letter(d.record, "bad_feature", str(exc)))
-                except Exception as exc:  # noqa: BLE001 (a learner bug must not stop the stream)
-                    logger.exception("learner failed on %s@%d", d.record.topic, d.record.offset)
-                    self._dead(dead_letter(d.record, "model_error", f"{type(exc).__name__}: {exc}"))
-        self.stats.events += learned
-        self.events_total += learned
-        if self.observer is not None:
-            self.observer.events(learned)
+        return self._with_keys(good)
+
+    def _learn_each(self, good: list[Decoded]) -> int:
+        """Learn ``good`` one event at a time, dead-lettering those refused; how many learned."""
+        learned = 0
+        for d in good:
+            try:
+                self._learn_batch([d])
+                learned += 1
+            except LimitError as exc:  # past a bound (max_classes...): nothing changed
+                self._dead(dead_letter(d.record, "limit", str(exc)))
+            except FeatureError as exc:  # refused before anything changed
+                self._dead(dead_letter(d.record, "bad_feature", str(exc)))
+            except Exception as exc:  # noqa: BLE001 (a learner bug must not stop the stream)
+                logger.exception("learner failed on %s@%d", d.record.topic, d.record.offset)
+                self._dead(dead_letter(d.record, "model_error", f"{type(exc).__name__}: {exc}"))
+        return learned
 
     def _learn_batch(self, ds: list[Decoded], X: Any = None) -> None:
         keys = {"keys": [d.event.key for d in ds]} if is_per_key(self.model) else {}
@@ -319,15 +335,14 @@ class LearnLoop:
         if self.calibrate and can_calibrate(self.model):
             self.calibrator = from_config(config) or OnlineCalibrator()
 
-    def _calibrate(self, X: Any, ds: list[Decoded]) -> None:
+    def _calibrate(self, X: Any, labels: list, weights: list[float]) -> None:
         """Prequential calibration: the batch's outcomes under the model not yet trained on it."""
         if self.calibrator is None:
             return
         from streambayes.runtime.loops.calibrate import update_before_learning
 
         try:
-            update_before_learning(self.model, self.calibrator, X, [d.label for d in ds],
-                                   [d.weight for d in ds])
+            update_before_learning(self.model, self.calibrator, X, labels, weights)
         except Exception as exc:  # noqa: BLE001 (calibration is a refinement: never lose a batch to it)
             logger.warning("calibration skipped a batch: %s: %s", type(exc).__name__, exc)
 

@@ -48,6 +48,7 @@ from pydantic_core import from_json
 from streambayes.errors import UsageError
 from streambayes.runtime.records.events import DeadLetter, DeadLetterReason, Event, SourcePosition
 from streambayes.runtime.records.limits import RecordLimits
+from streambayes.runtime.records.plain_batch import plain_texts
 from streambayes.runtime.records.sources import Format, Record
 
 _INT = re.compile(r"[+-]?\d+")
@@ -185,6 +186,18 @@ class Decoder:
                 event = _with_id(event, record)
                 out.append(Decoded(record, event, event.to_x(), label, event.weight))
         return out
+
+    def plain_batch(self, records: Sequence[Record]) -> tuple[list[dict], list[str]] | None:
+        """``(xs, labels)`` of a batch of plain labelled JSONL events, without an object per event
+        (:mod:`~streambayes.runtime.records.plain_batch`); None: decode it by :meth:`decode_many`."""
+        limits = self.limits  # a plain event nests 1 level and holds no number: only its size counts
+        if not (self._plain_json and self.require_label) or len(records) < 2:
+            return None
+        size = limits.max_record_bytes
+        if any(r.size is not None or len(r.value) > size for r in records):
+            return None
+        values = [r.value for r in records]
+        return plain_texts(values, b"[" + b",".join(values) + b"]", limits)
 
     def decode(self, record: Record) -> Decoded | DeadLetter:
         """The decoded event, or the dead letter that records why it is not one (never raises)."""
