@@ -72,8 +72,10 @@ class FakeProducer:
         self.buffer = []
         self.broker.events.append(("begin", self.tid))
 
-    def send(self, topic, key, data) -> None:
+    def send(self, topic, key, data, partition=None) -> None:
         self._check()
+        if topic == STATE:
+            assert partition == 0, "state records go to partition 0, the one readers read"
         self.buffer.append((topic, key, data))
         self.broker.events.append(("send", topic, key.decode() if key else None))
 
@@ -336,3 +338,55 @@ def test_learn_exactly_once_with_a_directory_store_exits_2_with_one_line(tmp_pat
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "kafka:// snapshot store" in err
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("client, key", [("confluent", "transaction.timeout.ms"),
+                                         ("kafka-python", "transaction_timeout_ms")])
+def test_a_learner_checkpoint_transaction_has_a_minute(monkeypatch, client, key):
+    """A checkpoint holds a whole snapshot: the predictor's 10 s would abort (and fence) a large
+    model's every checkpoint. A setting of the user's still wins."""
+    from types import SimpleNamespace
+
+    from streambayes.config import Settings
+    from streambayes.runtime.loops import learn_exactly_once
+
+    made = []
+    monkeypatch.setattr(learn_exactly_once, "TransactionalSink",
+                        lambda *args, **kwargs: made.append(kwargs["options"]))
+    store = SimpleNamespace(log=SimpleNamespace(chunk_bytes=1 << 20, bootstrap="b:9092"))
+    learn_exactly_once.sink_factory(store, Settings(kafka_client=client))("tid")
+    assert made[0][key] == learn_exactly_once.LEARN_TRANSACTION_TIMEOUT_MS == 60_000
+    option = "STREAMBAYES_KAFKA_PRODUCER_OPTIONS"
+    monkeypatch.setenv(option, json.dumps({key: 90_000}))
+    learn_exactly_once.sink_factory(store, Settings(kafka_client=client))("tid")
+    assert made[1][key] == 90_000
+
+
+def test_a_shard_whose_restore_fails_closes_its_producer(broker):
+    """The producer is made (and fences) before the restore: a restore that fails must not leave
+    it open."""
+    from streambayes.errors import SnapshotError
+
+    released = []
+
+    class Broken:
+        def __init__(self, child) -> None:
+            self.child = child
+
+        def __getattr__(self, name):
+            if name in ("latest", "ids", "read", "load"):
+                raise SnapshotError("damaged")
+            return getattr(self.child, name)
+
+        def release(self) -> None:
+            released.append(True)
+
+    group, store = FakeGroup({0: 10}), kafka_store(broker)
+    a = FakeMember(group, "a")
+    gl = GroupLearner(a, Decoder("jsonl"), store, lambda: make_model("nb"), "nb", every=10**9,
+                      every_seconds=10**9, batch_size=13, calibrate=False,
+                      shard_parts=lambda child: (Broken(_parts(child)[0]), None))
+    a.pending.append(("assigned", [0]))
+    with pytest.raises(SnapshotError):
+        drive(gl, a, 1)
+    assert released == [True]

@@ -55,6 +55,12 @@ def test_a_programming_error_in_close_is_not_swallowed():
         member.close()
 
 
+class _Message:
+    def __init__(self, partition: int, offset: int) -> None:
+        self.topic, self.partition, self.offset = "t", partition, offset
+        self.key, self.value, self.timestamp = None, b"{}", 0
+
+
 class _Consumer:
     """What the member source asks of kafka-python's consumer: the client's assignment, polls
     with nothing, and seeks (recorded)."""
@@ -68,7 +74,10 @@ class _Consumer:
         return {TopicPartition("t", p) for p in self.held}
 
     def poll(self, timeout_ms=0, max_records=None):
-        return {}
+        from kafka import TopicPartition
+
+        return {TopicPartition("t", p): [_Message(p, 200 + i) for i in range(2)]
+                for p in sorted(self.held)}
 
     def seek(self, tp, offset):
         self.seeks.append((tp.partition, offset))
@@ -106,9 +115,13 @@ def test_a_partition_the_client_holds_unannounced_is_taken_on():
     """Found on a real broker (kafka-python, after restarts and a stall): a partition no listener
     held stood still for good, and the group learners never caught up."""
     member = _member(held={0, 1}, owned={1})
-    member.poll(10)
+    records = member.poll(10)
     assert member.listener.calls == [("assigned", [0])]
     assert member._consumer.seeks == [(0, 100)] and member._owned == {0, 1}
+    # what the client read of partition 0 from where it stood (200) is not learned: the seek
+    # to the shard's offset (100) reads it again, else records 100-199 would be skipped for good
+    assert [(r.partition, r.offset) for r in records] == [(1, 200), (1, 201)]
+    assert member._next == {1: 202}
     member.poll(10)
     assert len(member.listener.calls) == 1  # nothing more to do
 

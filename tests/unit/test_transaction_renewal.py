@@ -28,7 +28,7 @@ class _Backend:
     def begin(self) -> None:
         pass
 
-    def send(self, topic, key, data) -> None:
+    def send(self, topic, key, data, partition=None) -> None:
         self.sent.append(data)
 
     def offsets(self, consumer, topic, offsets) -> None:
@@ -230,6 +230,21 @@ def test_a_learner_shard_producer_is_never_renewed(monkeypatch):
     monkeypatch.setitem(transactions._BACKENDS, "fake", _Backend)
     _Backend.made, _Backend.failures, _Backend.broken_after_commit = [], [ProducerFencedError()], False
     sink = TransactionalSink("fake", "127.0.0.1:9", "tid")
+    with pytest.raises(transactions.Fenced):
+        sink.exactly_once(_publish(sink), None, "in", {0: 1})
+    assert len(_Backend.made) == 1
+
+
+def test_a_learner_shard_fenced_during_the_abort_says_fenced(monkeypatch):
+    """Its group learner restores a fenced shard (it catches Fenced): 'cannot abort' would make the
+    whole member exit 1."""
+    from confluent_kafka import KafkaError
+
+    monkeypatch.setitem(transactions._BACKENDS, "fake", _ConfluentBackend)
+    _Backend.made = []
+    sink = TransactionalSink("fake", "127.0.0.1:9", "tid")
+    _Backend.failures = [_kafka_exception(KafkaError._TRANSPORT, retriable=True)]
+    _ConfluentBackend.abort_failures = [_kafka_exception(KafkaError._FENCED, fatal=True)]
     with pytest.raises(transactions.Fenced):
         sink.exactly_once(_publish(sink), None, "in", {0: 1})
     assert len(_Backend.made) == 1

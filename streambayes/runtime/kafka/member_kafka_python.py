@@ -99,27 +99,36 @@ class MemberSource:
         if self._failure is not None:
             failure, self._failure = self._failure, None
             raise failure
-        self._reconcile()
+        changed = self._reconcile()
+        if changed:  # read from where the client stood, not from the shard's offset: dropped
+            records = [r for r in records if r.partition not in changed]
         return records
 
-    def _reconcile(self) -> None:
-        """Make the listener's partitions those the client holds. Found on a real broker: after
-        broker restarts and a stall, a member fetched a partition its listener had never been
-        given (or had been told was lost), and the partition stood still for good. Records the
-        client returned for such a partition are skipped by the listener; the seek of
-        ``assigned`` reads them again from the shard's offset."""
+    def _reconcile(self) -> set[int]:
+        """Make the listener's partitions those the client holds, and return the partitions
+        changed. Found on a real broker: after broker restarts and a stall, a member fetched a
+        partition its listener had never been given (or had been told was lost), and the
+        partition stood still for good. The records this poll returned for such a partition
+        are dropped (they were read from where the client stood); the seek of ``assigned``
+        reads them again from the shard's offset."""
         if self.listener is None:
-            return
+            return set()
         held = {tp.partition for tp in self._consumer.assignment() if tp.topic == self.topic}
         gone, new = sorted(self._owned - held), sorted(held - self._owned)
-        if gone:
-            logger.warning("%s[%s]: no longer held by the client, which did not say so: dropping "
-                           "their shards", self.topic, ",".join(map(str, gone)))
-            self._call("lost", gone)
-        if new:
-            logger.warning("%s[%s]: held by the client, which did not say so: taking them on",
-                           self.topic, ",".join(map(str, new)))
-            self._assigned(new)
+        try:
+            if gone:
+                logger.warning("%s[%s]: no longer held by the client, which did not say so: "
+                               "dropping their shards", self.topic, ",".join(map(str, gone)))
+                self._call("lost", gone)
+            if new:
+                logger.warning("%s[%s]: held by the client, which did not say so: taking them on",
+                               self.topic, ",".join(map(str, new)))
+                for p in new:
+                    self._next.pop(p, None)
+                self._assigned(new)
+        finally:
+            self._failure = None  # raised here directly, not again by the next poll
+        return {*gone, *new}
 
     def seek(self, positions: Mapping[str, Mapping[str, int]]) -> None:
         """Read the named partitions this member holds on from the given offsets."""

@@ -45,6 +45,7 @@ from typing import Any
 from streambayes.errors import BrokerError
 from streambayes.runtime.records.sinks import fit, key_bytes
 from streambayes.runtime.records.sources import Record
+from streambayes.runtime.retry import Backoff
 
 logger = logging.getLogger(__name__)
 TRANSACTION_TIMEOUT_MS = 10_000
@@ -116,10 +117,12 @@ class _Confluent:
     def begin(self) -> None:
         self.producer.begin_transaction()
 
-    def send(self, topic: str, key: bytes | None, data: bytes) -> None:
+    def send(self, topic: str, key: bytes | None, data: bytes | None,
+             partition: int | None = None) -> None:
+        extra = {} if partition is None else {"partition": partition}
         while True:
             try:
-                self.producer.produce(topic, data, key)
+                self.producer.produce(topic, data, key, **extra)
                 self.producer.poll(0)
                 return
             except BufferError:  # the local queue is full: let deliveries make room
@@ -204,8 +207,9 @@ class _KafkaPython:
         self.futures = []
         self.producer.begin_transaction()
 
-    def send(self, topic: str, key: bytes | None, data: bytes) -> None:
-        self.futures.append(self.producer.send(topic, key=key, value=data))
+    def send(self, topic: str, key: bytes | None, data: bytes | None,
+             partition: int | None = None) -> None:
+        self.futures.append(self.producer.send(topic, key=key, value=data, partition=partition))
 
     def offsets(self, consumer: Any, topic: str, offsets: Mapping[int, int]) -> None:
         from kafka import TopicPartition
@@ -312,12 +316,13 @@ class TransactionalSink:
         self._impl.send(topic, k, fit(value, self.max_bytes - len(k or b""), f"a message to {topic}"))
         self.count += 1
 
-    def send_raw(self, topic: str, key: bytes, value: bytes | None) -> None:
+    def send_raw(self, topic: str, key: bytes, value: bytes | None,
+                 partition: int | None = None) -> None:
         """Send ``value`` as is (None: a tombstone) in the open transaction: the records of a
         snapshot in a Kafka state topic (``learn --exactly-once``), sized by the store."""
         if not self._open:
             raise BrokerError("send outside a transaction (use TransactionalSink.exactly_once)")
-        self._impl.send(topic, key, value)
+        self._impl.send(topic, key, value, partition)
         self.count += 1
 
     def flush(self) -> None:
@@ -351,24 +356,22 @@ class TransactionalSink:
 
     def _abort(self, cause: BaseException) -> None:
         if self._impl.fatal(cause) or self._impl.broken():
-            if self.renew and self._impl.renewable(cause) and self._renew(cause):
-                return
-            raise Fenced(f"transactional producer {self.transactional_id} cannot go on "
-                              f"({cause}); a restart resumes from the last committed offsets "
-                              "(exactly once)") from cause
+            self._cannot_go_on(cause)
+            return
         logger.warning("aborting the transaction (%s: %s); the batch is served again",
                        type(cause).__name__, cause)
         start = time.monotonic()
+        backoff = Backoff(0.1, 5.0, stop=self.stop)
         while True:
             try:
                 self._impl.abort()
                 break
             except Exception as exc:
-                if ((self._impl.fatal(exc) or self._impl.broken()) and self.renew
-                        and self._impl.renewable(exc) and self._renew(exc)):
+                if self._impl.fatal(exc) or self._impl.broken():
+                    self._cannot_go_on(exc)
                     return
-                if (self._impl.resumable(exc) and not self.stop.is_set()
-                        and time.monotonic() - start < ABORT_PATIENCE):
+                if (self._impl.resumable(exc) and time.monotonic() - start < ABORT_PATIENCE
+                        and backoff.wait()):
                     logger.warning("the abort did not finish (%s): trying again", exc)
                     continue
                 raise BrokerError(f"cannot abort a transaction of {self.transactional_id} ({exc}); "
@@ -376,6 +379,15 @@ class TransactionalSink:
                                   "(exactly once)") from exc
         self.aborts += 1
         logger.info("aborted in %.3f s", time.monotonic() - start)
+
+    def _cannot_go_on(self, cause: BaseException) -> None:
+        """The producer is fenced or broken: renew it (a predictor's, see the module) or raise
+        :class:`Fenced` (a learner's shard: its new owner fenced it)."""
+        if self.renew and self._impl.renewable(cause) and self._renew(cause):
+            return
+        raise Fenced(f"transactional producer {self.transactional_id} cannot go on "
+                     f"({cause}); a restart resumes from the last committed offsets "
+                     "(exactly once)") from cause
 
     def _renew(self, cause: BaseException) -> bool:
         """Replace a fenced producer (its open transaction is aborted by the broker) by a new one

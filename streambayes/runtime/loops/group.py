@@ -197,7 +197,13 @@ class GroupLearner:
                          dead_letters=dead, batch_size=self.batch_size,
                          stop=self.stop, config=self.config, clock=self.clock,
                          calibrate=self.calibrate, observer=self.observer)
-        loop.restore()
+        try:
+            loop.restore()
+        except BaseException:
+            release = getattr(child, "release", None)  # its transactional producer, if any
+            if release is not None:
+                release()
+            raise
         self.model_name = loop.model_name  # every later shard must hold the same model
         return Shard(loop, view, loop.stats.restored)
 
@@ -229,9 +235,11 @@ class GroupLearner:
             raise BrokerError(f"{' '.join(str(exc).split())}; the {unsaved} records read since "
                               "the last checkpoint are not saved: a restart learns them again "
                               "from there (exactly once)") from exc
+        finally:
+            for shard in self.shards.values():  # their transactional producers, if any
+                _release(shard)
         for p in list(self.shards):
             _add(self.stats, self.shards[p].loop.stats)
-            _release(self.shards[p])
         self.stats.seconds = self.clock() - start
         return self.stats
 

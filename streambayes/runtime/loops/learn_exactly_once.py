@@ -151,6 +151,13 @@ def check_targets(snapshots: Any, dead_letter: str | None) -> tuple[Any, Any]:
     return state, dead
 
 
+# A checkpoint transaction holds a whole snapshot (every chunk) and two reads of the state topic:
+# 60 s, not the predictor's 10 s, so a large model is not aborted and fenced at every checkpoint
+# (a group shard would be restored again and again). The cost: a static learner killed and not
+# restarted blocks read_committed readers of the state and dead-letter topics for up to 60 s.
+LEARN_TRANSACTION_TIMEOUT_MS = 60_000
+
+
 def sink_factory(store: Any, settings: Any, stop: Any = None) -> Callable[[str], TransactionalSink]:
     """``transactional id -> TransactionalSink`` on the state topic's cluster, its messages as
     large as the topic's (a snapshot chunk)."""
@@ -160,7 +167,9 @@ def sink_factory(store: Any, settings: Any, stop: Any = None) -> Callable[[str],
     largest = store.log.chunk_bytes + 1024  # the topic's max.message.bytes
     size = ({"message.max.bytes": largest, "batch.size": largest} if client == "confluent"
             else {"max_request_size": largest, "batch_size": largest})
-    options = {**client_options(settings, "producer"), **size}
+    timeout = ({"transaction.timeout.ms": LEARN_TRANSACTION_TIMEOUT_MS} if client == "confluent"
+               else {"transaction_timeout_ms": LEARN_TRANSACTION_TIMEOUT_MS})
+    options = {**timeout, **client_options(settings, "producer"), **size}
 
     def make(tid: str) -> TransactionalSink:
         return TransactionalSink(client, store.log.bootstrap, tid, options=options, stop=stop)

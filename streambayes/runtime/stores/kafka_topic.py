@@ -166,7 +166,7 @@ class TopicLog:
         with self.lock:
             if self.writer is not None:  # learn --exactly-once: into the open transaction
                 for key, value in items:
-                    self.writer.send_raw(self.topic, key.encode(), value)
+                    self.writer.send_raw(self.topic, key.encode(), value, 0)  # partition 0, as read
                     self.pending[key] = value
                 return
             try:
