@@ -88,7 +88,7 @@ def predict_with_kills(bootstrap: str, inbox: str, outbox: str, make: Event, sna
 
     with open(workdir / "predictor.log", "ab") as log:
         procs = [subprocess.Popen(c, stdout=log, stderr=log, env=env) for c in commands]
-        starts = dict.fromkeys(tids, 1)
+        since = dict.fromkeys(tids, 0)  # where in the log each live predictor's lines start
         producer = _Producer(bootstrap, inbox, make, rate, minimum)
         try:
             for _ in range(kills):
@@ -102,13 +102,13 @@ def predict_with_kills(bootstrap: str, inbox: str, outbox: str, make: Event, sna
                 procs[i].send_signal(signal.SIGKILL)
                 procs[i].wait()
                 run.kills.append(reader.read(0))
+                since[tids[i]] = os.path.getsize(log.name)  # its killed self's lines are before
                 procs[i] = subprocess.Popen(commands[i], stdout=log, stderr=log, env=env)
-                starts[tids[i]] += 1
             run.events = producer.finish(timeout)
             ids = {str(e["id"]) for e in run.events}
             wait_until(lambda: (reader.read(), letters and letters.read(0.05)) and committed_ids() >= ids,
                        timeout, "every posterior or dead letter committed")
-            wait_until(lambda: _all_serving(Path(log.name), tids, starts), timeout,
+            wait_until(lambda: _all_serving(Path(log.name), tids, since), timeout,
                        "every predictor started last to be serving (SIGTERM before its handler kills it)")
             for proc in procs:
                 proc.send_signal(signal.SIGTERM)
@@ -134,11 +134,11 @@ def predict_with_kills(bootstrap: str, inbox: str, outbox: str, make: Event, sna
     return run
 
 
-def _all_serving(log: Path, tids: list[str], starts: dict[str, int]) -> bool:
-    """Whether each predictor has said its transactional producer is ready as often as it was
-    started (it says so after its signal handler is installed)."""
-    text = log.read_text(errors="replace")
-    return all(text.count(f"transactional producer {tid} ready") >= starts[tid] for tid in tids)
+def _all_serving(log: Path, tids: list[str], since: dict[str, int]) -> bool:
+    """Whether each live predictor has said its transactional producer is ready (it says so
+    after its signal handler is installed), in the log after the point it was started at."""
+    data = log.read_bytes()
+    return all(f"transactional producer {tid} ready".encode() in data[since[tid]:] for tid in tids)
 
 
 def _ids(records: list[Record]) -> set[str]:

@@ -248,3 +248,28 @@ def test_a_learner_shard_fenced_during_the_abort_says_fenced(monkeypatch):
     with pytest.raises(transactions.Fenced):
         sink.exactly_once(_publish(sink), None, "in", {0: 1})
     assert len(_Backend.made) == 1
+
+
+def test_a_confluent_commit_that_timed_out_is_resumed_not_aborted():
+    """librdkafka: "retry call to resume". Aborting instead failed with _STATE (a commit already in
+    progress) after a broker stall, and the predictor exited 1."""
+    from confluent_kafka import KafkaError
+
+    calls = []
+
+    def commit() -> None:
+        calls.append(1)
+        if len(calls) < 3:
+            raise _kafka_exception(KafkaError._TIMED_OUT, retriable=True)
+
+    transactions._resumed(commit, "the commit")
+    assert len(calls) == 3
+    needs_abort = _kafka_exception(KafkaError._TIMED_OUT, retriable=True, txn_requires_abort=True)
+
+    def fails() -> None:
+        calls.append(1)
+        raise needs_abort
+
+    with pytest.raises(type(needs_abort)):
+        transactions._resumed(fails, "the commit")
+    assert len(calls) == 4  # not called again: the transaction must be aborted

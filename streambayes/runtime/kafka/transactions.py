@@ -96,6 +96,27 @@ def next_offsets(records: list[Record]) -> dict[int, tuple[int, int]]:
     return out
 
 
+def _resumed(call: Callable[[], Any], what: str) -> None:
+    """``call()``, called again while librdkafka says it timed out and may be resumed (retriable,
+    no abort needed: "retry call to resume"), for up to :data:`ABORT_PATIENCE` seconds. Aborting
+    instead fails with "a commit is already in progress" (``_STATE``), and the predictor exited
+    1 after a broker stall."""
+    from confluent_kafka import KafkaException
+
+    start = time.monotonic()
+    while True:
+        try:
+            call()
+            return
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if (error is None or not error.retriable() or error.txn_requires_abort()
+                    or error.fatal() or time.monotonic() - start > ABORT_PATIENCE):
+                raise
+            logger.warning("%s did not finish (%s): calling it again", what, error.str())
+            time.sleep(0.1)
+
+
 class _Confluent:
     """librdkafka's transactional producer."""
 
@@ -131,12 +152,13 @@ class _Confluent:
     def offsets(self, consumer: Any, topic: str, offsets: Mapping[int, int]) -> None:
         from confluent_kafka import TopicPartition
 
-        self.producer.send_offsets_to_transaction(
-            [TopicPartition(topic, p, off) for p, off in offsets.items()],
-            consumer.consumer_group_metadata(), _TIMEOUT)
+        group = consumer.consumer_group_metadata()
+        _resumed(lambda: self.producer.send_offsets_to_transaction(
+            [TopicPartition(topic, p, off) for p, off in offsets.items()], group, _TIMEOUT),
+            "sending the offsets to the transaction")
 
     def commit(self) -> None:
-        self.producer.commit_transaction(_TIMEOUT)
+        _resumed(lambda: self.producer.commit_transaction(_TIMEOUT), "the commit")
 
     def abort(self) -> None:
         self.producer.abort_transaction(_TIMEOUT)
