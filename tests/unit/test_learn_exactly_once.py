@@ -342,9 +342,9 @@ def test_learn_exactly_once_with_a_directory_store_exits_2_with_one_line(tmp_pat
 
 @pytest.mark.parametrize("client, key", [("confluent", "transaction.timeout.ms"),
                                          ("kafka-python", "transaction_timeout_ms")])
-def test_a_learner_checkpoint_transaction_has_a_minute(monkeypatch, client, key):
-    """A checkpoint holds a whole snapshot: the predictor's 10 s would abort (and fence) a large
-    model's every checkpoint. A setting of the user's still wins."""
+def test_a_learner_checkpoint_transaction_timeout_is_a_setting(monkeypatch, client, key):
+    """10 s by default (a restarted static learner waits out its killed self's open transaction
+    before it can read the state), and a setting of the user's wins (a very large model)."""
     from types import SimpleNamespace
 
     from streambayes.config import Settings
@@ -355,7 +355,7 @@ def test_a_learner_checkpoint_transaction_has_a_minute(monkeypatch, client, key)
                         lambda *args, **kwargs: made.append(kwargs["options"]))
     store = SimpleNamespace(log=SimpleNamespace(chunk_bytes=1 << 20, bootstrap="b:9092"))
     learn_exactly_once.sink_factory(store, Settings(kafka_client=client))("tid")
-    assert made[0][key] == learn_exactly_once.LEARN_TRANSACTION_TIMEOUT_MS == 60_000
+    assert made[0][key] == learn_exactly_once.LEARN_TRANSACTION_TIMEOUT_MS == 10_000
     option = "STREAMBAYES_KAFKA_PRODUCER_OPTIONS"
     monkeypatch.setenv(option, json.dumps({key: 90_000}))
     learn_exactly_once.sink_factory(store, Settings(kafka_client=client))("tid")

@@ -151,11 +151,12 @@ def check_targets(snapshots: Any, dead_letter: str | None) -> tuple[Any, Any]:
     return state, dead
 
 
-# A checkpoint transaction holds a whole snapshot (every chunk) and two reads of the state topic:
-# 60 s, not the predictor's 10 s, so a large model is not aborted and fenced at every checkpoint
-# (a group shard would be restored again and again). The cost: a static learner killed and not
-# restarted blocks read_committed readers of the state and dead-letter topics for up to 60 s.
-LEARN_TRANSACTION_TIMEOUT_MS = 60_000
+# A checkpoint transaction holds a whole snapshot (every chunk) and two reads of the state topic.
+# 10 s, as the predictor's: a restarted static learner reads the state topic (read_committed)
+# before its producer fences its killed self, so it waits out the killed one's open transaction.
+# A 60 s timeout made that wait a minute (a kill test failed); a model whose snapshot takes longer
+# to write needs STREAMBAYES_KAFKA_PRODUCER_OPTIONS (each checkpoint is aborted and fenced else).
+LEARN_TRANSACTION_TIMEOUT_MS = 10_000
 
 
 def sink_factory(store: Any, settings: Any, stop: Any = None) -> Callable[[str], TransactionalSink]:
