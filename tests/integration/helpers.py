@@ -149,3 +149,14 @@ def assert_states_equal(a, b, path: str = "state") -> None:
         assert np.array_equal(a, b), f"{path}: {int((a != b).sum())} elements differ"
     else:
         assert a == b, f"{path}: {a!r} != {b!r}"
+
+
+def trained_snapshot(directory) -> None:
+    """A snapshot of ``nb`` learned on 1,000 SMS messages in ``directory`` (for predictors)."""
+    from streambayes.models import make_model
+    from streambayes.snapshot import SnapshotStore
+
+    events = sms_events(1000)
+    model = make_model("nb")
+    model.learn_many([{"text": e["text"]} for e in events], [e["label"] for e in events])
+    SnapshotStore(directory).write(model.to_state(), model="nb", positions={}, events=len(events))

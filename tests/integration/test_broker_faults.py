@@ -25,28 +25,19 @@ import pytest
 from streambayes.devtools.group_kills import Members
 from streambayes.devtools.kills import _Producer, crash_case, events_in, learn_command, learn_file
 from streambayes.devtools.predict_kills import _Committed, _ids, predict_command
-from streambayes.models import make_model
 from streambayes.runtime.kafka import kafka_python
 from streambayes.runtime.loops.shards import newest_state
-from streambayes.snapshot import SnapshotStore
 from tests.integration.helpers import (
     assert_states_equal,
     canonical_state,
-    sms_events,
     sms_path,
+    trained_snapshot,
     wait_until,
 )
 
 STALL = float(os.environ.get("BROKER_STALL_SECONDS", 30))
 PREDICTORS = int(os.environ.get("BROKER_FAULTS_PREDICTORS", 0))  # see the module doc
 OPTIONS = ["--every", "500", "--every-seconds", "0.5", "--batch-size", "250"]
-
-
-def _trained(directory) -> None:
-    events = sms_events(1000)
-    model = make_model("nb")
-    model.learn_many([{"text": e["text"]} for e in events], [e["label"] for e in events])
-    SnapshotStore(directory).write(model.to_state(), model="nb", positions={}, events=len(events))
 
 
 @pytest.mark.parametrize("client", ["kafka-python", "confluent"])
@@ -80,7 +71,7 @@ def _ride_out(own_broker, tmp_path, client: str) -> None:
     outbox = f"{topic}-posteriors"
     kafka_python.create_topic(bootstrap, outbox, 2)
     served = tmp_path / "served"
-    _trained(served)
+    trained_snapshot(served)
     predictors = Members([], {**env, "STREAMBAYES_KAFKA_GROUP": f"predictors-{topic}"},
                          tmp_path / "predictors.log", what="predictor")
     producer = _Producer(bootstrap, topic, make, rate=500, minimum=6_000,

@@ -19,18 +19,9 @@ import pytest
 
 from streambayes.devtools.kills import crash_case
 from streambayes.devtools.predict_kills import predict_with_kills
-from streambayes.models import make_model
-from streambayes.snapshot import SnapshotStore
-from tests.integration.helpers import sms_events, sms_path
+from tests.integration.helpers import sms_path, trained_snapshot
 
 KILLS = int(os.environ.get("EOS_KILLS", 3))
-
-
-def trained(directory) -> None:
-    events = sms_events(1000)
-    model = make_model("nb")
-    model.learn_many([{"text": e["text"]} for e in events], [e["label"] for e in events])
-    SnapshotStore(directory).write(model.to_state(), model="nb", positions={}, events=len(events))
 
 
 @pytest.mark.parametrize("client", ["kafka-python", "confluent"])
@@ -39,7 +30,7 @@ def test_kill_9_exactly_once_posteriors(bootstrap, new_topic, tmp_path, client):
     print(f"EOS_SEED={seed}")  # shown on failure: rerun with it
     inbox, outbox, dlq = (new_topic(2, prefix=p) for p in ("eos-in", "eos-out", "eos-dlq"))
     snaps = tmp_path / "s"
-    trained(snaps)
+    trained_snapshot(snaps)
     good, _options, _rate = crash_case("nb", sms_path().parents[1])
 
     def make(i: int) -> dict:
