@@ -98,6 +98,11 @@ def _logging() -> None:
 
 
 def _run_learn(args: argparse.Namespace, settings: Settings) -> int:
+    with _stop_on_signals() as stop:  # before the runtime's imports: a stop then ends cleanly too
+        return _learn(args, settings, stop)
+
+
+def _learn(args: argparse.Namespace, settings: Settings, stop: threading.Event) -> int:
     from streambayes.runtime.loops.learn import LearnJob
     from streambayes.runtime.loops.learn_run import run_learn
 
@@ -111,7 +116,7 @@ def _run_learn(args: argparse.Namespace, settings: Settings) -> int:
                    progress_seconds=args.progress_seconds, exactly_once=args.exactly_once,
                    **_per_key_bounds(args, settings), bounds=_bounds(args, settings))
     _logging()
-    with _stop_on_signals() as stop, _stopped_quietly(stop):
+    with _stopped_quietly(stop):
         stats = run_learn(job, settings, stop)
     last = stats.snapshots[-1].id if stats.snapshots else stats.restored
     dead = sum(stats.dead_letters.values())
@@ -121,6 +126,11 @@ def _run_learn(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _run_predict(args: argparse.Namespace, settings: Settings) -> int:
+    with _stop_on_signals() as stop:  # before the runtime's imports: a stop then ends cleanly too
+        return _predict(args, settings, stop)
+
+
+def _predict(args: argparse.Namespace, settings: Settings, stop: threading.Event) -> int:
     from streambayes.runtime.loops.predict import PredictJob, run_predict
 
     job = PredictJob(source=args.source, sink=args.sink, snapshots=args.snapshots,
@@ -135,7 +145,7 @@ def _run_predict(args: argparse.Namespace, settings: Settings) -> int:
     if args.transactional_id and not args.exactly_once:
         raise UsageError("--transactional-id needs --exactly-once")
     _logging()
-    with _stop_on_signals() as stop, _stopped_quietly(stop):
+    with _stopped_quietly(stop):
         stats = run_predict(job, settings, stop)
     dead = sum(stats.dead_letters.values())
     print(f"published {stats.posteriors} posteriors for {stats.records} records ({dead} dead "

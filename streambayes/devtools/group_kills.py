@@ -20,7 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streambayes.devtools.kills import Event, _Producer, events_in, learn_command, wait_until
+from streambayes.devtools.kills import (
+    Event,
+    _Producer,
+    catches_sigterm,
+    events_in,
+    learn_command,
+    wait_until,
+)
 
 
 @dataclass
@@ -93,7 +100,11 @@ class Members:
                                    + self._why())
 
     def stop(self, timeout: float) -> None:
+        """SIGTERM every live member once it listens for it (a member still importing would be
+        killed by it, as any Python program is), and wait for them to exit."""
         for proc in self.live:
+            wait_until(lambda p=proc: p.poll() is not None or catches_sigterm(p.pid), timeout,
+                       "a member's SIGTERM handler")
             proc.send_signal(signal.SIGTERM)
         codes = [proc.wait(timeout) for proc in self.live]
         self.live = []

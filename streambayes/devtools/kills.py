@@ -132,6 +132,20 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str, step: f
         time.sleep(step)
 
 
+def catches_sigterm(pid: int) -> bool:
+    """Whether process ``pid`` has installed a SIGTERM handler yet (Linux: its ``SigCgt`` mask
+    in ``/proc``), so that SIGTERM asks it to stop rather than killing it during start-up; True
+    where ``/proc`` cannot say (not Linux) or the process is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    except OSError:
+        pass
+    return True
+
+
 class _Producer(threading.Thread):
     """Sends ``make(0), make(1), …`` at ``rate`` events/s in blocks of ``block`` until ``stop`` is
     set and at least ``minimum`` events are out; ``produced`` lists what was sent."""

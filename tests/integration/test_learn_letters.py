@@ -20,7 +20,7 @@ from collections import Counter
 
 import pytest
 
-from streambayes.devtools.kills import crash_case, learn_file
+from streambayes.devtools.kills import crash_case, learn_file, wait_until
 from streambayes.devtools.letter_kills import learn_letters_with_kills
 from tests.integration.helpers import assert_states_equal, canonical_state, sms_path
 
@@ -95,7 +95,9 @@ def test_state_topic_readers_see_committed_snapshots_only(bootstrap, client):
         sink.exactly_once(lambda: write(writer, 1), None, "", {})
         log.overlay.update(log.pending)
         log.pending = {}
-        assert reader.ids() == ["000001"]
+        # The commit's markers reach the partition just after the commit returns: until then the
+        # last stable offset (a read_committed reader's end) stands before the snapshot.
+        wait_until(lambda: reader.ids() == ["000001"], 20.0, "the committed snapshot", step=0.1)
 
         def open_then_fail() -> None:
             write(writer, 2)

@@ -147,6 +147,48 @@ def test_a_stop_while_waiting_for_the_broker_exits_0(tmp_path, capsys):
     assert "stopped before the broker answered" in capsys.readouterr().out
 
 
+def test_sigterm_as_soon_as_the_learner_listens_exits_0(tmp_path):
+    """The handlers go in before the runtime's imports: a stop sent the moment the process
+    catches SIGTERM (how the kill harnesses stop members) ends it with status 0, not -15."""
+    import signal
+
+    from streambayes.devtools.kills import catches_sigterm, wait_until
+
+    argv = [sys.executable, "-m", "streambayes", "learn", "--source", "kafka://127.0.0.1:1/t",
+            "--snapshots", str(tmp_path / "s")]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: proc.poll() is not None or catches_sigterm(proc.pid), 60, "a handler")
+        assert proc.poll() is None
+        assert catches_sigterm(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "stopped before the broker answered" in out
+
+
+def test_catches_sigterm_reads_the_process_mask():
+    """True for this test process once it handles SIGTERM, False before; True for a pid that
+    does not exist (nothing to wait for)."""
+    import signal
+
+    from streambayes.devtools.kills import catches_sigterm
+
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        assert not catches_sigterm(os.getpid())
+        signal.signal(signal.SIGTERM, lambda *_: None)
+        assert catches_sigterm(os.getpid())
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert catches_sigterm(2**22 + 12345)
+
+
 def test_learn_and_predict_per_key_and_the_loss_matrix_from_the_environment(tmp_path, monkeypatch):
     """learn/predict --per-key: each reader's model (keys required: a keyless event is a dead
     letter); STREAMBAYES_LOSS/REJECT give the decisions when no flag does."""
