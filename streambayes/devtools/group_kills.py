@@ -60,7 +60,9 @@ class Members:
 
     def __init__(self, command: list[str], env: dict[str, str], log: Path,
                  what: str = "learner") -> None:
-        self.command, self.env, self.log, self.what = command, env, log, what
+        # faulthandler on: a member that does not stop is sent SIGABRT and dumps its threads
+        self.command, self.env = command, {**env, "PYTHONFAULTHANDLER": "1"}
+        self.log, self.what = log, what
         self.live: list[subprocess.Popen] = []
         self.started = 0
 
@@ -72,7 +74,7 @@ class Members:
         self.live.append(proc)
         self.started += 1
 
-    def _why(self) -> str:
+    def _why(self, last: int = 40) -> str:
         """The members' own last words in the shared log (its errors and final lines), so a
         failure in CI can be read without the temporary directory."""
         try:
@@ -80,8 +82,8 @@ class Members:
         except OSError:
             return ""
         mine = [ln for ln in lines if not ln.split(" ", 3)[-1].startswith("kafka.")]
-        return "\n".join(["", f"--- {self.log.name} without the client's own lines, last 40:",
-                          *mine[-40:]])
+        return "\n".join(["", f"--- {self.log.name} without the client's own lines, last {last}:",
+                          *mine[-last:]])
 
     def kill(self) -> None:
         """SIGKILL the oldest live member: it has held partitions since the group settled."""
@@ -106,10 +108,25 @@ class Members:
             wait_until(lambda p=proc: p.poll() is not None or catches_sigterm(p.pid), timeout,
                        "a member's SIGTERM handler")
             proc.send_signal(signal.SIGTERM)
-        codes = [proc.wait(timeout) for proc in self.live]
+        codes = [self._wait(proc, timeout) for proc in self.live]
         self.live = []
         if any(codes):
             raise RuntimeError(f"{self.what}s exited {codes} on SIGTERM: see {self.log}" + self._why())
+
+    def _wait(self, proc: subprocess.Popen, timeout: float) -> int:
+        """``proc``'s exit status; one that has not exited after ``timeout`` seconds is sent
+        SIGABRT (its Python threads' stacks go to the log) and the error shows where it was."""
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            raise RuntimeError(f"a {self.what} (pid {proc.pid}) did not stop within {timeout:g} s "
+                               f"of SIGTERM: see {self.log}" + self._why(80)) from None
 
     def close(self) -> None:
         for proc in self.live:
