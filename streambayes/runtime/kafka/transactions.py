@@ -202,9 +202,9 @@ class _Confluent:
             KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED)
 
     def close(self) -> None:
-        close = getattr(self.producer, "close", None)  # confluent-kafka >= 2.12
-        if close is not None:
-            close()
+        from streambayes.runtime.kafka.confluent_sink import close_producer
+
+        close_producer(self.producer)  # never Producer.close() itself: it can block for good
 
 
 class _KafkaPython:
