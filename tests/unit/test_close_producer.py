@@ -1,4 +1,4 @@
-"""``close_producer``: a confluent producer is closed without blocking for good
+"""``bounded`` and ``close_producer``: librdkafka calls that can block for good get a time limit
 (``Producer.close()`` itself flushes with no time limit)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import time
 
 from confluent_kafka import Producer
 
-from streambayes.runtime.kafka import confluent_sink
-from streambayes.runtime.kafka.confluent_sink import close_producer
+from streambayes.runtime.kafka import bounded
+from streambayes.runtime.kafka.bounded import close_producer
 
 
 def test_a_producer_with_an_undeliverable_message_closes_at_once():
@@ -41,10 +41,27 @@ class _Stuck:
 
 
 def test_a_close_that_never_returns_is_left_behind(monkeypatch):
-    monkeypatch.setattr(confluent_sink, "CLOSE_SECONDS", 0.2)
+    monkeypatch.setattr(bounded, "CLOSE_SECONDS", 0.2)
     stuck = _Stuck()
     start = time.monotonic()
     assert not close_producer(stuck, 0.1)
     assert time.monotonic() - start < 2.0
     assert stuck.calls == ["flush 0.1", "purge", "flush 0", "close"]
     stuck.release.set()
+
+
+def test_bounded_returns_raises_or_leaves_behind():
+    from streambayes.runtime.kafka.bounded import bounded
+
+    assert bounded(lambda: None, 1.0, "nothing")
+    try:
+        bounded(lambda: 1 / 0, 1.0, "a failure")
+    except ZeroDivisionError:
+        pass
+    else:
+        raise AssertionError("the call's own error is raised in the caller")
+    gate = threading.Event()
+    start = time.monotonic()
+    assert not bounded(lambda: gate.wait(30), 0.2, "a stuck call")
+    assert time.monotonic() - start < 2.0
+    gate.set()

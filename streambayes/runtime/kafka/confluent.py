@@ -34,6 +34,7 @@ from confluent_kafka import (
 )
 
 from streambayes.errors import BrokerError, UsageError
+from streambayes.runtime.kafka.bounded import bounded
 from streambayes.runtime.records.sources import Positions, Record
 from streambayes.runtime.retry import Backoff, retrying
 
@@ -349,7 +350,7 @@ class AssignedSource:
         return {tp.partition: (None if tp.offset < 0 else tp.offset) for tp in found}
 
     def close(self) -> None:
-        self._consumer.close()
+        bounded(self._consumer.close, _TIMEOUT, f"closing the consumer of {self.topic}")
 
 
 class GroupSource:
@@ -406,14 +407,16 @@ class GroupSource:
         offsets = [TopicPartition(self.topic, int(p), int(off))
                    for p, off in positions.get(self.topic, {}).items() if int(p) in owned]
         if offsets:
-            try:
-                self._consumer.commit(offsets=offsets, asynchronous=False)
+            try:  # a synchronous commit can wait for good on a broker that went away
+                bounded(lambda: self._consumer.commit(offsets=offsets, asynchronous=False),
+                        _TIMEOUT, "an offset commit (the events after the last one may be "
+                        "predicted twice)")
             except KafkaException as exc:  # a rebalance: the new owner re-reads from the last commit
                 logger.warning("offset commit failed (%s); those events may be predicted twice",
                                exc.args[0].str())
 
     def close(self) -> None:
-        self._consumer.close()
+        bounded(self._consumer.close, _TIMEOUT, f"leaving the group {self.group}")
 
 
 def __getattr__(name: str):

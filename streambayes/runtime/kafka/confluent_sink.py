@@ -14,6 +14,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from streambayes.errors import BrokerError
+from streambayes.runtime.kafka.bounded import CLOSE_SECONDS, close_producer
 from streambayes.runtime.kafka.confluent import (
     _MIN_LETTER,
     _NEVER,
@@ -220,37 +221,5 @@ class KafkaSink:
         try:
             self.flush()
         finally:  # stopped with the broker away: do not wait for it
-            close_producer(self._producer, 0.0 if self._in_flight > 0 else 5.0)
+            close_producer(self._producer, 0.0 if self._in_flight > 0 else CLOSE_SECONDS)
 
-
-CLOSE_SECONDS = 5.0  # what a closing producer waits for its last reports, and for its destruction
-
-
-def close_producer(producer: Producer, flush_seconds: float = CLOSE_SECONDS) -> bool:
-    """Close ``producer`` without ever blocking for good; True when it closed in time.
-
-    ``Producer.close()`` flushes with no time limit (``rd_kafka_flush(rk, -1)``, signals unheard):
-    a fenced transactional producer whose broker had stalled never returned from it, and its
-    predictor ignored SIGTERM. Here deliveries get ``flush_seconds``, what is left is purged, and
-    the close runs in a daemon thread given :data:`CLOSE_SECONDS`; past that it is left behind
-    (logged) and dies with the process."""
-    with contextlib.suppress(KafkaException, RuntimeError, SystemError):
-        if producer.flush(flush_seconds):
-            producer.purge()
-            producer.flush(0)
-    close = getattr(producer, "close", None)  # confluent-kafka >= 2.12; else the handle's GC
-    if close is None:
-        return True
-
-    def run() -> None:
-        with contextlib.suppress(Exception):
-            close()
-
-    closer = threading.Thread(target=run, name="close-producer", daemon=True)
-    closer.start()
-    closer.join(CLOSE_SECONDS)
-    if closer.is_alive():
-        logger.warning("a Kafka producer did not close within %g s; left to end with the process",
-                       CLOSE_SECONDS)
-        return False
-    return True

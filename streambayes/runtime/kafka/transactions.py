@@ -202,7 +202,7 @@ class _Confluent:
             KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED)
 
     def close(self) -> None:
-        from streambayes.runtime.kafka.confluent_sink import close_producer
+        from streambayes.runtime.kafka.bounded import close_producer
 
         close_producer(self.producer)  # never Producer.close() itself: it can block for good
 

@@ -1,0 +1,65 @@
+"""librdkafka calls that can block for good, given a time limit.
+
+Some confluent-kafka calls take no timeout and do not hear signals while they wait:
+``Producer.close()`` flushes with ``rd_kafka_flush(rk, -1)``; a synchronous ``Consumer.commit`` and
+``Consumer.close()`` can wait on a broker that went away (confluent-kafka-python#1801). A process
+stuck in one ignores SIGTERM. :func:`bounded` runs such a call in a daemon thread and waits
+``seconds`` for it; past that the call is left behind (logged) and ends with the process. Only for
+calls made when nothing else uses the client (closing, the final commit).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+CLOSE_SECONDS = 5.0  # what a closing producer waits for its last reports, and for its destruction
+
+
+def bounded(call: Callable[[], Any], seconds: float, what: str) -> bool:
+    """Run ``call()`` for up to ``seconds``: True when it returned (its exception, if any, is
+    raised here), False when it is still running (logged as ``what``)."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 (raised again in the caller's thread)
+            failure.append(exc)
+
+    worker = threading.Thread(target=run, name=f"bounded {what}", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        logger.warning("%s did not finish within %g s; left to end with the process", what, seconds)
+        return False
+    if failure:
+        raise failure[0]
+    return True
+
+
+def close_producer(producer: Any, flush_seconds: float = CLOSE_SECONDS) -> bool:
+    """Close a confluent ``producer`` without ever blocking for good; True when it closed in time.
+
+    ``Producer.close()`` flushes with no time limit: a fenced transactional producer whose broker
+    had stalled never returned from it, and its predictor ignored SIGTERM. Here deliveries get
+    ``flush_seconds``, what is left is purged, and the close itself gets :data:`CLOSE_SECONDS`."""
+    from confluent_kafka import KafkaException
+
+    with contextlib.suppress(KafkaException, RuntimeError, SystemError):
+        if producer.flush(flush_seconds):
+            producer.purge()
+            producer.flush(0)
+    close = getattr(producer, "close", None)  # confluent-kafka >= 2.12; else the handle's GC
+    if close is None:
+        return True
+    try:
+        return bounded(close, CLOSE_SECONDS, "closing a Kafka producer")
+    except (KafkaException, RuntimeError, SystemError) as exc:
+        logger.debug("closing a Kafka producer: %s", exc)
+        return True
