@@ -103,30 +103,37 @@ class Members:
 
     def stop(self, timeout: float) -> None:
         """SIGTERM every live member once it listens for it (a member still importing would be
-        killed by it, as any Python program is), and wait for them to exit."""
+        killed by it, as any Python program is), and wait for them to exit. A member that does
+        not listen or exit within ``timeout`` s is sent SIGABRT (faulthandler writes its threads'
+        stacks to the log) and the error shows them."""
+        deadline = time.monotonic() + timeout
         for proc in self.live:
-            wait_until(lambda p=proc: p.poll() is not None or catches_sigterm(p.pid), timeout,
-                       "a member's SIGTERM handler")
+            while proc.poll() is None and not catches_sigterm(proc.pid):
+                if time.monotonic() > deadline:
+                    break  # sent anyway: it is then killed by it, or found hung below
+                time.sleep(0.05)
             proc.send_signal(signal.SIGTERM)
-        codes = [self._wait(proc, timeout) for proc in self.live]
-        self.live = []
-        if any(codes):
-            raise RuntimeError(f"{self.what}s exited {codes} on SIGTERM: see {self.log}" + self._why())
-
-    def _wait(self, proc: subprocess.Popen, timeout: float) -> int:
-        """``proc``'s exit status; one that has not exited after ``timeout`` seconds is sent
-        SIGABRT (its Python threads' stacks go to the log) and the error shows where it was."""
-        try:
-            return proc.wait(timeout)
-        except subprocess.TimeoutExpired:
+        codes: list[int | None] = []
+        for proc in self.live:
+            try:
+                codes.append(proc.wait(max(deadline - time.monotonic(), 0.0) + timeout))
+            except subprocess.TimeoutExpired:
+                codes.append(None)
+        hung = [proc for proc, code in zip(self.live, codes, strict=True) if code is None]
+        for proc in hung:
             proc.send_signal(signal.SIGABRT)
+        for proc in hung:
             try:
                 proc.wait(10)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-            raise RuntimeError(f"a {self.what} (pid {proc.pid}) did not stop within {timeout:g} s "
-                               f"of SIGTERM: see {self.log}" + self._why(80)) from None
+        self.live = []
+        if hung:
+            raise RuntimeError(f"{self.what}s (pid {', '.join(str(p.pid) for p in hung)}) did not "
+                               f"stop within {timeout:g} s of SIGTERM: see {self.log}" + self._why(80))
+        if any(codes):
+            raise RuntimeError(f"{self.what}s exited {codes} on SIGTERM: see {self.log}" + self._why())
 
     def close(self) -> None:
         for proc in self.live:

@@ -6,9 +6,11 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from confluent_kafka import Producer
 
 from streambayes.runtime.kafka import bounded
+from streambayes.runtime.kafka.bounded import bounded as limited
 from streambayes.runtime.kafka.bounded import close_producer
 
 
@@ -51,17 +53,47 @@ def test_a_close_that_never_returns_is_left_behind(monkeypatch):
 
 
 def test_bounded_returns_raises_or_leaves_behind():
-    from streambayes.runtime.kafka.bounded import bounded
-
-    assert bounded(lambda: None, 1.0, "nothing")
-    try:
-        bounded(lambda: 1 / 0, 1.0, "a failure")
-    except ZeroDivisionError:
-        pass
-    else:
-        raise AssertionError("the call's own error is raised in the caller")
+    assert limited(lambda: None, 1.0, "nothing")
+    with pytest.raises(ZeroDivisionError):  # the call's own error, raised in the caller
+        limited(lambda: 1 / 0, 1.0, "a failure")
     gate = threading.Event()
     start = time.monotonic()
-    assert not bounded(lambda: gate.wait(30), 0.2, "a stuck call")
+    assert not limited(lambda: gate.wait(30), 0.2, "a stuck call")
     assert time.monotonic() - start < 2.0
     gate.set()
+
+
+class _StuckConsumer:
+    """A consumer whose synchronous commit never returns."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.closed = False
+
+    def assignment(self) -> list:
+        from confluent_kafka import TopicPartition
+
+        return [TopicPartition("t", 0)]
+
+    def commit(self, offsets: list, asynchronous: bool) -> None:
+        self.gate.wait(30)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_group_source_whose_commit_hangs_is_not_closed_under_it(monkeypatch):
+    """The predictor's final commit is given up on after the time limit; the handle is then not
+    destroyed while the commit still runs in its thread."""
+    from streambayes.runtime.kafka import confluent
+
+    monkeypatch.setattr(confluent, "_TIMEOUT", 0.2)
+    source = confluent.GroupSource.__new__(confluent.GroupSource)
+    source.topic, source.group, source._abandoned = "t", "g", False
+    source._consumer = stuck = _StuckConsumer()
+    start = time.monotonic()
+    source.commit({"t": {"0": 5}})
+    assert time.monotonic() - start < 2.0 and source._abandoned
+    source.close()
+    assert not stuck.closed
+    stuck.gate.set()

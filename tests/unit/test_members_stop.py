@@ -35,3 +35,15 @@ def test_a_member_that_does_not_stop_dumps_its_stack(tmp_path):
         group.stop(1)
     assert "stuck_here" in str(caught.value)  # faulthandler's dump, shown in the error
     group.close()
+
+
+def test_a_member_that_never_listens_is_found_hung_with_its_stack(tmp_path):
+    """SIGTERM ignored (no handler is ever installed): after the timeout it is sent anyway,
+    then SIGABRT, and the error still carries the stack."""
+    deaf = DEAF.replace("lambda *a: None", "signal.SIG_IGN")
+    group = Members([sys.executable, "-c", deaf], {}, tmp_path / "log")
+    group.start()
+    with pytest.raises(RuntimeError, match="did not stop within 1 s") as caught:
+        group.stop(1)
+    assert "stuck_here" in str(caught.value)
+    assert group.live == []

@@ -10,7 +10,6 @@ calls made when nothing else uses the client (closing, the final commit).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -51,15 +50,17 @@ def close_producer(producer: Any, flush_seconds: float = CLOSE_SECONDS) -> bool:
     ``flush_seconds``, what is left is purged, and the close itself gets :data:`CLOSE_SECONDS`."""
     from confluent_kafka import KafkaException
 
-    with contextlib.suppress(KafkaException, RuntimeError, SystemError):
+    try:
         if producer.flush(flush_seconds):
             producer.purge()
             producer.flush(0)
+    except (KafkaException, RuntimeError) as exc:  # fenced or fatal: its messages are lost anyway
+        logger.warning("flushing a closing Kafka producer: %s", exc)
     close = getattr(producer, "close", None)  # confluent-kafka >= 2.12; else the handle's GC
     if close is None:
         return True
     try:
         return bounded(close, CLOSE_SECONDS, "closing a Kafka producer")
-    except (KafkaException, RuntimeError, SystemError) as exc:
-        logger.debug("closing a Kafka producer: %s", exc)
+    except (KafkaException, RuntimeError) as exc:
+        logger.warning("closing a Kafka producer: %s", exc)
         return True

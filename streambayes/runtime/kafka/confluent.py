@@ -379,6 +379,7 @@ class GroupSource:
         self._consumer.subscribe([topic])
         self._next: dict[int, int] = {}
         self._backoff = Backoff(stop=self.stop)
+        self._abandoned = False  # a commit given up on is still running (see close)
 
     def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
         records = _poll(self._consumer, max_records, timeout, self.topic, self._next, self._errors,
@@ -408,14 +409,19 @@ class GroupSource:
                    for p, off in positions.get(self.topic, {}).items() if int(p) in owned]
         if offsets:
             try:  # a synchronous commit can wait for good on a broker that went away
-                bounded(lambda: self._consumer.commit(offsets=offsets, asynchronous=False),
-                        _TIMEOUT, "an offset commit (the events after the last one may be "
-                        "predicted twice)")
+                self._abandoned |= not bounded(
+                    lambda: self._consumer.commit(offsets=offsets, asynchronous=False), _TIMEOUT,
+                    "an offset commit (the events after the last one may be predicted twice)")
             except KafkaException as exc:  # a rebalance: the new owner re-reads from the last commit
                 logger.warning("offset commit failed (%s); those events may be predicted twice",
                                exc.args[0].str())
 
     def close(self) -> None:
+        """Leave the group, for up to ``_TIMEOUT`` s; not at all when a commit is still running
+        (a handle must not be destroyed under a call: it ends with the process)."""
+        if self._abandoned:
+            logger.warning("not leaving the group %s: its last commit is still running", self.group)
+            return
         bounded(self._consumer.close, _TIMEOUT, f"leaving the group {self.group}")
 
 

@@ -222,4 +222,3 @@ class KafkaSink:
             self.flush()
         finally:  # stopped with the broker away: do not wait for it
             close_producer(self._producer, 0.0 if self._in_flight > 0 else CLOSE_SECONDS)
-

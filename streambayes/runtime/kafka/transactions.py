@@ -204,7 +204,7 @@ class _Confluent:
     def close(self) -> None:
         from streambayes.runtime.kafka.bounded import close_producer
 
-        close_producer(self.producer)  # never Producer.close() itself: it can block for good
+        close_producer(self.producer)  # Producer.close() only with a time limit: it can block
 
 
 class _KafkaPython:
@@ -416,7 +416,8 @@ class TransactionalSink:
         with the same transactional id, as Kafka Streams does: after a broker restart the
         coordinator may bump the epoch of a transaction it timed out. False, when it happened
         :data:`MAX_RENEWALS` times within :data:`RENEWAL_WINDOW` seconds (another live process
-        holds the id: the two would fence each other forever)."""
+        holds the id: the two would fence each other forever). An old producer whose close does
+        not finish in time is left behind with its thread until the process ends."""
         now = time.monotonic()
         self.renewals = [t for t in self.renewals if now - t < RENEWAL_WINDOW]
         if len(self.renewals) >= MAX_RENEWALS:
