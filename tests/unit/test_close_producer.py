@@ -97,3 +97,22 @@ def test_a_group_source_whose_commit_hangs_is_not_closed_under_it(monkeypatch):
     source.close()
     assert not stuck.closed
     stuck.gate.set()
+
+
+def test_a_call_thread_runs_calls_in_turn_and_is_stuck_for_good_after_a_hang():
+    from streambayes.runtime.kafka.bounded import CallThread, Stuck
+
+    calls = CallThread("test")
+    assert calls(lambda: 41 + 1, 1.0, "a sum") == 42
+    with pytest.raises(ZeroDivisionError):
+        calls(lambda: 1 / 0, 1.0, "a failure")
+    gate = threading.Event()
+    with pytest.raises(Stuck, match="did not return within 0.2 s"):
+        calls(lambda: gate.wait(30), 0.2, "a stuck call")
+    assert calls.stuck
+    start = time.monotonic()
+    with pytest.raises(Stuck, match="never returned"):
+        calls(lambda: 1, 5.0, "the next call")
+    assert time.monotonic() - start < 1.0
+    gate.set()
+    calls.close()

@@ -273,3 +273,80 @@ def test_a_confluent_commit_that_timed_out_is_resumed_not_aborted():
     with pytest.raises(type(needs_abort)):
         transactions._resumed(fails, "the commit")
     assert len(calls) == 4  # not called again: the transaction must be aborted
+
+
+class _HangingProducer:
+    """librdkafka's send_offsets_to_transaction that ignores its timeout (librdkafka#5456: seen
+    here after a broker stall, the predictor blocked for good, SIGTERM unheard)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.release, self.committed, self.closed = threading.Event(), 0, False
+
+    def begin_transaction(self) -> None:
+        pass
+
+    def produce(self, topic, data, key, **extra) -> None:
+        pass
+
+    def poll(self, timeout) -> int:
+        return 0
+
+    def send_offsets_to_transaction(self, offsets, group, timeout) -> None:
+        if not _HANGS:
+            return
+        _HANGS.pop()
+        self.release.wait(60)
+
+    def commit_transaction(self, timeout) -> None:
+        self.committed += 1
+
+    def abort_transaction(self, timeout) -> None:
+        raise AssertionError("a stuck producer is replaced, not aborted")
+
+    def flush(self, timeout) -> int:
+        return 0
+
+    def close(self) -> None:
+        self.closed = True
+
+
+_HANGS: list[int] = []
+
+
+def _confluent_made(made):
+    from streambayes.runtime.kafka.bounded import CallThread
+
+    def make(*args):
+        impl = transactions._Confluent.__new__(transactions._Confluent)
+        impl.producer, impl.max_bytes = _HangingProducer(), 1 << 20
+        impl._calls = CallThread("test transactions")
+        made.append(impl)
+        return impl
+    return make
+
+
+class _Consumer:
+    def consumer_group_metadata(self):
+        return object()
+
+
+def test_a_transaction_call_that_never_returns_replaces_the_producer(monkeypatch):
+    import time
+
+    made: list = []
+    monkeypatch.setitem(transactions._BACKENDS, "confluent", _confluent_made(made))
+    monkeypatch.setattr(transactions, "_TIMEOUT", 0.1)
+    monkeypatch.setattr(transactions, "STUCK_MARGIN", 0.2)
+    _HANGS[:] = [1]
+    sink = TransactionalSink("confluent", "127.0.0.1:9", "tid", renew=True)
+    start = time.monotonic()
+    with pytest.raises(Aborted, match="Stuck"):
+        sink.exactly_once(_publish(sink), _Consumer(), "in", {0: 1})
+    assert time.monotonic() - start < 5.0
+    assert len(made) == 2 and made[0].producer.closed and made[0].broken()
+    sink.exactly_once(_publish(sink), _Consumer(), "in", {0: 1})  # served again, new producer
+    assert made[1].producer.committed == 1 and sink.transactions == 1 and sink.aborts == 1
+    made[0].producer.release.set()
+    sink.close()

@@ -6,14 +6,21 @@ Some confluent-kafka calls take no timeout and do not hear signals while they wa
 stuck in one ignores SIGTERM. :func:`bounded` runs such a call in a daemon thread and waits
 ``seconds`` for it; past that the call is left behind (logged) and ends with the process. Only for
 calls made when nothing else uses the client (closing, the final commit).
+
+:class:`CallThread` does the same for calls on the hot path (a transactional producer's offsets,
+commit and abort: ``rd_kafka_send_offsets_to_transaction`` ignores its timeout, librdkafka#5456
+and #5511) with one long-lived thread instead of one thread per call.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from streambayes.errors import BrokerError
 
 logger = logging.getLogger(__name__)
 
@@ -64,3 +71,48 @@ def close_producer(producer: Any, flush_seconds: float = CLOSE_SECONDS) -> bool:
     except (KafkaException, RuntimeError) as exc:
         logger.warning("closing a Kafka producer: %s", exc)
         return True
+
+
+class Stuck(BrokerError):
+    """A client call did not return within its time limit and still runs in its thread: the
+    client is unusable (a transactional producer is replaced, see ``transactions``)."""
+
+
+class CallThread:
+    """One daemon thread that runs a client's blocking calls one at a time, each with a time
+    limit. A call past its limit raises :class:`Stuck` here and marks the thread ``stuck``: it is
+    left to its call, and every later call raises :class:`Stuck` at once."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.stuck = False
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name=name, daemon=True).start()
+
+    def _serve(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            call, done, box = job
+            try:
+                box.append((True, call()))
+            except BaseException as exc:  # noqa: BLE001 (raised again in the caller's thread)
+                box.append((False, exc))
+            done.set()
+
+    def __call__(self, call: Callable[[], Any], seconds: float, what: str) -> Any:
+        if self.stuck:
+            raise Stuck(f"{what}: an earlier call of {self.name} never returned")
+        done: threading.Event = threading.Event()
+        box: list[tuple[bool, Any]] = []
+        self._jobs.put((call, done, box))
+        if not done.wait(seconds):
+            self.stuck = True
+            raise Stuck(f"{what} did not return within {seconds:g} s (a librdkafka call that can "
+                        "ignore its timeout, librdkafka#5456)")
+        ok, value = box[0]
+        if ok:
+            return value
+        raise value
+
+    def close(self) -> None:
+        """End the thread once its call is done (a stuck one ends with the process)."""
+        self._jobs.put(None)

@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from streambayes.errors import BrokerError
+from streambayes.runtime.kafka.bounded import CallThread, Stuck
 from streambayes.runtime.records.sinks import fit, key_bytes
 from streambayes.runtime.records.sources import Record
 from streambayes.runtime.retry import Backoff
@@ -50,6 +51,7 @@ from streambayes.runtime.retry import Backoff
 logger = logging.getLogger(__name__)
 TRANSACTION_TIMEOUT_MS = 10_000
 _TIMEOUT = 30.0  # seconds for one transaction call (init, offsets, commit, abort)
+STUCK_MARGIN = 10.0  # past _TIMEOUT and this, a confluent transaction call is stuck (_limited)
 _RECORD_OVERHEAD = 512
 ABORT_PATIENCE = 300.0  # seconds an abort is tried again while the broker is away (then exit 1)
 MAX_RENEWALS = 3  # fenced producers replaced within RENEWAL_WINDOW before giving up (exit 1)
@@ -134,6 +136,7 @@ class _Confluent:
         self.max_bytes = int(config.get("message.max.bytes", 1_000_000)) - _RECORD_OVERHEAD
         self.producer = _usable(lambda: Producer(config))
         self.producer.init_transactions(_TIMEOUT)
+        self._calls = CallThread(f"transactions of {transactional_id}")  # see _limited
 
     def begin(self) -> None:
         self.producer.begin_transaction()
@@ -153,15 +156,23 @@ class _Confluent:
         from confluent_kafka import TopicPartition
 
         group = consumer.consumer_group_metadata()
-        _resumed(lambda: self.producer.send_offsets_to_transaction(
-            [TopicPartition(topic, p, off) for p, off in offsets.items()], group, _TIMEOUT),
-            "sending the offsets to the transaction")
+        what = "sending the offsets to the transaction"
+        _resumed(lambda: self._limited(lambda: self.producer.send_offsets_to_transaction(
+            [TopicPartition(topic, p, off) for p, off in offsets.items()], group, _TIMEOUT), what),
+            what)
 
     def commit(self) -> None:
-        _resumed(lambda: self.producer.commit_transaction(_TIMEOUT), "the commit")
+        _resumed(lambda: self._limited(lambda: self.producer.commit_transaction(_TIMEOUT),
+                                       "the commit"), "the commit")
 
     def abort(self) -> None:
-        self.producer.abort_transaction(_TIMEOUT)
+        self._limited(lambda: self.producer.abort_transaction(_TIMEOUT), "the abort")
+
+    def _limited(self, call: Callable[[], None], what: str) -> None:
+        """``call()`` given ``_TIMEOUT`` s and a margin: librdkafka's offsets call can ignore its
+        timeout for good (librdkafka#5456, seen here after a broker stall); past the limit it
+        raises :class:`Stuck` and the producer is :meth:`broken` (a predictor's is replaced)."""
+        self._calls(call, _TIMEOUT + STUCK_MARGIN, what)
 
     def flush(self) -> None:
         self.producer.flush(_TIMEOUT)
@@ -189,7 +200,7 @@ class _Confluent:
         return error is not None and error.retriable() and not error.fatal()
 
     def broken(self) -> bool:
-        return False  # librdkafka says it in the error itself (``fatal()``)
+        return self._calls.stuck  # else librdkafka says it in the error itself (``fatal()``)
 
     @staticmethod
     def renewable(exc: BaseException) -> bool:
@@ -197,6 +208,8 @@ class _Confluent:
         producer instance (its documented remedy), except a refused authorization."""
         from confluent_kafka import KafkaError, KafkaException
 
+        if isinstance(exc, Stuck):
+            return True
         error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
         return error is not None and error.code() not in (
             KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED)
@@ -204,6 +217,7 @@ class _Confluent:
     def close(self) -> None:
         from streambayes.runtime.kafka.bounded import close_producer
 
+        self._calls.close()
         close_producer(self.producer)  # Producer.close() only with a time limit: it can block
 
 
