@@ -21,7 +21,9 @@ coordinator may time out and bump the epoch of an open transaction) is replaced 
 the same id and the batch served again, at most :data:`MAX_RENEWALS` times in
 :data:`RENEWAL_WINDOW` seconds (``renew=True``: the consumer group's metadata in each transaction
 fences a zombie predictor). A learner's shard producer is never renewed: a new owner of the shard
-fences the old one through the transactional id (:class:`Fenced`).
+fences the old one through the transactional id (:class:`Fenced`). A confluent transaction call
+that does not return within its timeout and :data:`STUCK_MARGIN` (librdkafka#5456) makes the
+producer broken, as fenced: it is left behind in its call thread.
 
 **Transactional id.** One per predictor instance, stable across its restarts: the broker then
 fences the instance that was killed (its producer epoch is bumped, its open transaction aborted) as
