@@ -188,7 +188,7 @@ def _tokens(comp: TokenTable, batch: Batch, scale: float):
         totals[:, c] = np.bincount(inverse, scores[c], minlength=len(keys))
     entries = comp.entries(batch)
     if sr is entries:  # one bucket is kept or dropped as a whole: its last kept entry is its last
-        last = order[np.append(starts[1:], len(flat)) - 1]
+        last = order[np.append(starts[1:], len(flat)) - 1] if len(flat) else starts  # no word
         named_by = last if keep is None else np.flatnonzero(keep)[last]
     else:
         ekeys = entries.row_ids() * nf + entries.indices

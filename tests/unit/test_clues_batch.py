@@ -87,3 +87,15 @@ def test_clues_leave_the_garbage_collector_as_they_found_it():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("name", ["mnb", "bnb", "cnb", "nb"])
+def test_a_batch_with_no_known_word_has_clues_like_clues_one(name):
+    """Found by bench/kafka_pipeline.py: a batch none of whose words the model knows (here: empty
+    texts and unseen words) raised IndexError and its posteriors went out without clues."""
+    xs, ys = _sms(400)
+    model = make_model(name)
+    model.learn_many(xs, ys)
+    batch = [{"text": ""}, {"text": "qqqzzz xxyyzz"}, {"text": "   "}]
+    assert model.clues_many(batch, 5) == [model.clues_one(x, 5) for x in batch]
+    assert model.clues_many(batch[:1], 3) == [model.clues_one(batch[0], 3)]
