@@ -53,6 +53,16 @@ def ascii_word_ids(texts: list[str], lowercase: bool, mask: int, min_length: int
     return indptr, murmur3_32(buf, starts, ends).astype(np.int64) & mask
 
 
+def ascii_words(texts: list[str], lowercase: bool, min_length: int = 1) -> list[str]:
+    """The words :func:`ascii_word_ids` hashes, as strings, in order: a few C calls for the whole
+    batch (the clues of a batch name their words from these)."""
+    joined = " ".join(texts)
+    if lowercase:
+        joined = joined.lower()
+    words = joined.translate(_NON_WORD_TO_SPACE).split()
+    return words if min_length <= 1 else [w for w in words if len(w) >= min_length]
+
+
 def text_ids(texts: list[str], tokenizer: Tokenizer, hasher: FeatureHasher,
              ) -> tuple[np.ndarray, np.ndarray]:
     """(indptr, ids) of ``texts`` as ``hasher.bucket(word)`` for every ``tokenizer(text)`` word, in

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from streambayes.errors import FeatureError
-from streambayes.features.ascii_words import text_ids
+from streambayes.features.ascii_words import ascii_words, text_ids
 from streambayes.features.hashing import FeatureHasher
 from streambayes.features.text import Tokenizer
 
@@ -93,7 +93,24 @@ class _WordSource:
         self.texts, self.text_rows, self.tokenizer = texts, rows, tokenizer
 
     def words(self) -> list[str]:
-        return [w for text in self.texts for w in self.tokenizer(text)]
+        """``tokenizer(text)`` for every text, in order: runs of ASCII texts in a few C calls
+        (:func:`ascii_words`, the words the numpy hasher found) when the tokenizer takes plain words."""
+        tokenizer = self.tokenizer
+        if not tokenizer.plain_words:
+            return [w for text in self.texts for w in tokenizer(text)]
+        out: list[str] = []
+        run: list[str] = []
+        for text in self.texts:
+            if text.isascii():
+                run.append(text)
+                continue
+            if run:
+                out += ascii_words(run, tokenizer.lowercase, tokenizer.min_token_length)
+                run = []
+            out += tokenizer(text)
+        if run:
+            out += ascii_words(run, tokenizer.lowercase, tokenizer.min_token_length)
+        return out
 
     def rows(self, start: int, stop: int) -> _WordSource:
         """The texts of rows ``start`` to ``stop``: ``text_rows`` ascends (texts are gathered row by

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from streambayes.features.batch import Featurizer
 
 
@@ -16,3 +18,18 @@ def test_slices_make_the_token_strings_of_their_rows():
             want = f.featurize(xs[start:stop], keep_words=True).token_strings()
             assert part.token_strings() == want, (start, stop)
             assert len(want) == len(part.tokens.indices)
+
+
+@pytest.mark.parametrize("options", [{}, {"lowercase": False}, {"min_token_length": 3},
+                                     {"stop_words": "english"}, {"bigrams": True}])
+def test_the_token_strings_of_a_batch_are_the_tokenizers_words(options):
+    """The clues' word names come from whole runs of ASCII texts at once (C calls): the same
+    words, in the same order, as the tokenizer text by text, with non-ASCII texts between."""
+
+    texts = ["Hello, World! it's a re-test_1 of 3.5 cases", "naïve café £10 off", "",
+             "  spaced\tout\nlines  ", "Ünïcödé and ASCII", "x y zz", "ALL CAPS SHOUT"]
+    featurizer = Featurizer(**options)
+    batch = featurizer.featurize([{"text": t} for t in texts])
+    want = [w for t in texts for w in featurizer.tokenizer(t)]
+    assert batch.token_strings() == want
+    assert len(want) == len(batch.tokens.indices)
