@@ -300,6 +300,9 @@ class _HangingProducer:
         self.release.wait(60)
 
     def commit_transaction(self, timeout) -> None:
+        if _COMMIT_HANGS:
+            _COMMIT_HANGS.pop()
+            self.release.wait(60)
         self.committed += 1
 
     def abort_transaction(self, timeout) -> None:
@@ -313,6 +316,7 @@ class _HangingProducer:
 
 
 _HANGS: list[int] = []
+_COMMIT_HANGS: list[int] = []
 
 
 def _confluent_made(made):
@@ -345,8 +349,25 @@ def test_a_transaction_call_that_never_returns_replaces_the_producer(monkeypatch
     with pytest.raises(Aborted, match="Stuck"):
         sink.exactly_once(_publish(sink), _Consumer(), "in", {0: 1})
     assert time.monotonic() - start < 5.0
-    assert len(made) == 2 and made[0].producer.closed and made[0].broken()
+    assert len(made) == 2 and made[0].broken()
+    assert not made[0].producer.closed  # its close would wait for the stuck call: left behind
     sink.exactly_once(_publish(sink), _Consumer(), "in", {0: 1})  # served again, new producer
     assert made[1].producer.committed == 1 and sink.transactions == 1 and sink.aborts == 1
     made[0].producer.release.set()
     sink.close()
+
+
+def test_a_commit_that_never_returns_is_not_served_again(monkeypatch):
+    """The stuck commit may still commit (the abandoned producer goes on in its threads): a new
+    producer serving the batch again could publish it twice, so the predictor stops (exit 1) and
+    its restart resumes from the committed offsets."""
+    made: list = []
+    monkeypatch.setitem(transactions._BACKENDS, "confluent", _confluent_made(made))
+    monkeypatch.setattr(transactions, "_TIMEOUT", 0.1)
+    monkeypatch.setattr(transactions, "STUCK_MARGIN", 0.2)
+    _HANGS[:], _COMMIT_HANGS[:] = [], [1]
+    sink = TransactionalSink("confluent", "127.0.0.1:9", "tid", renew=True)
+    with pytest.raises(transactions.Fenced, match="cannot go on"):
+        sink.exactly_once(_publish(sink), _Consumer(), "in", {0: 1})
+    assert len(made) == 1 and sink.transactions == 0
+    made[0].producer.release.set()

@@ -75,7 +75,8 @@ def close_producer(producer: Any, flush_seconds: float = CLOSE_SECONDS) -> bool:
 
 class Stuck(BrokerError):
     """A client call did not return within its time limit and still runs in its thread: the
-    client is unusable (a transactional producer is replaced, see ``transactions``)."""
+    client is unusable (a transactional producer is replaced or, after a stuck commit, the
+    process stops; see ``transactions``)."""
 
 
 class CallThread:
@@ -104,7 +105,12 @@ class CallThread:
         done: threading.Event = threading.Event()
         box: list[tuple[bool, Any]] = []
         self._jobs.put((call, done, box))
-        if not done.wait(seconds):
+        try:
+            finished = done.wait(seconds)
+        except BaseException:  # interrupted (KeyboardInterrupt): the call still runs
+            self.stuck = True
+            raise
+        if not finished:
             self.stuck = True
             raise Stuck(f"{what} did not return within {seconds:g} s (a librdkafka call that can "
                         "ignore its timeout, librdkafka#5456)")

@@ -21,9 +21,10 @@ coordinator may time out and bump the epoch of an open transaction) is replaced 
 the same id and the batch served again, at most :data:`MAX_RENEWALS` times in
 :data:`RENEWAL_WINDOW` seconds (``renew=True``: the consumer group's metadata in each transaction
 fences a zombie predictor). A learner's shard producer is never renewed: a new owner of the shard
-fences the old one through the transactional id (:class:`Fenced`). A confluent transaction call
-that does not return within its timeout and :data:`STUCK_MARGIN` (librdkafka#5456) makes the
-producer broken, as fenced: it is left behind in its call thread.
+fences the old one through the transactional id (:class:`Fenced`). A confluent offsets or abort
+call that does not return within its timeout and :data:`STUCK_MARGIN` (librdkafka#5456) makes the
+producer broken, as fenced: it is left behind in its call thread. A stuck commit may still
+commit: it is never renewed (:class:`StuckCommit`, exit 1; the restart resumes exactly once).
 
 **Transactional id.** One per predictor instance, stable across its restarts: the broker then
 fences the instance that was killed (its producer epoch is bumped, its open transaction aborted) as
@@ -67,6 +68,12 @@ class Aborted(Exception):  # noqa: N818 (a state, not a bug: the batch is served
 class Fenced(BrokerError):  # noqa: N818 (a state: a newer producer took the transactional id)
     """The producer cannot go on (fenced by a newer instance with its transactional id, or
     another fatal error); its open transaction is aborted by the broker."""
+
+
+class StuckCommit(Stuck):
+    """``commit_transaction`` did not return within its limit: the transaction may still commit,
+    so the batch must not be served again by a new producer; the process exits 1 and its restart
+    (``init_transactions`` waits for that transaction to end) resumes from the committed offsets."""
 
 
 def default_transactional_id(group: str) -> str:
@@ -164,8 +171,11 @@ class _Confluent:
             what)
 
     def commit(self) -> None:
-        _resumed(lambda: self._limited(lambda: self.producer.commit_transaction(_TIMEOUT),
-                                       "the commit"), "the commit")
+        try:
+            _resumed(lambda: self._limited(lambda: self.producer.commit_transaction(_TIMEOUT),
+                                           "the commit"), "the commit")
+        except Stuck as exc:  # it may still commit: serving the batch again could publish it twice
+            raise StuckCommit(str(exc)) from None
 
     def abort(self) -> None:
         self._limited(lambda: self.producer.abort_transaction(_TIMEOUT), "the abort")
@@ -210,8 +220,8 @@ class _Confluent:
         producer instance (its documented remedy), except a refused authorization."""
         from confluent_kafka import KafkaError, KafkaException
 
-        if isinstance(exc, Stuck):
-            return True
+        if isinstance(exc, Stuck):  # a stuck commit may still commit: only a restart is safe
+            return not isinstance(exc, StuckCommit)
         error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
         return error is not None and error.code() not in (
             KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED)
@@ -219,6 +229,8 @@ class _Confluent:
     def close(self) -> None:
         from streambayes.runtime.kafka.bounded import close_producer
 
+        if self._calls.stuck:  # its close would wait for the stuck call: left behind with it
+            return
         self._calls.close()
         close_producer(self.producer)  # Producer.close() only with a time limit: it can block
 
