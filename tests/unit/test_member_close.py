@@ -145,3 +145,29 @@ def test_the_confluent_lag_commit_never_blocks():
 
     commit_for_lag(Consumer(), "t", {"t": {"0": 5, "1": 7}}, owned={1})
     assert calls == [([(1, 7)], True)]
+
+
+def test_a_confluent_member_whose_close_hangs_is_left_behind(monkeypatch):
+    """After a broker stall librdkafka's Consumer.close() waited for good and a learner ignored
+    SIGTERM (CI, stop 19): the close now gets CLOSE_SECONDS on a thread, with the listener
+    detached first (every shard was checkpointed and released before the close)."""
+    import threading
+    import time
+
+    from streambayes.runtime.kafka import bounded
+    from streambayes.runtime.kafka.member_confluent import MemberSource
+
+    gate = threading.Event()
+
+    class _Hanging:
+        def close(self) -> None:
+            gate.wait(30)
+
+    monkeypatch.setattr(bounded, "CLOSE_SECONDS", 0.2)
+    monkeypatch.setattr("streambayes.runtime.kafka.member_confluent.CLOSE_SECONDS", 0.2)
+    member = object.__new__(MemberSource)
+    member.topic, member._consumer, member.listener = "t", _Hanging(), object()
+    start = time.monotonic()
+    member.close()
+    assert time.monotonic() - start < 2.0 and member.listener is None
+    gate.set()

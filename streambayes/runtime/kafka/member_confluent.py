@@ -16,6 +16,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from streambayes.errors import BrokerError
+from streambayes.runtime.kafka.bounded import CLOSE_SECONDS, bounded
 from streambayes.runtime.kafka.confluent import _consumer_config, _ErrorLog, _poll, _usable, commit_for_lag
 from streambayes.runtime.records.sources import Record
 from streambayes.runtime.retry import Backoff
@@ -101,9 +102,13 @@ class MemberSource:
         return {p: end for p, end in ends.items() if end is not None and end >= 0}
 
     def close(self) -> None:
-        """Leave the group (best effort: the state was checkpointed before; a failure here, e.g.
-        after the broker went away, is logged, not raised)."""
+        """Leave the group, for up to ``CLOSE_SECONDS`` (best effort: every shard was
+        checkpointed and released before; a failure here, e.g. after the broker went away, is
+        logged, not raised). The listener is detached first, so the revoke that the close runs
+        only unassigns; ``Consumer.close()`` can then run on a bounded thread (it once waited
+        for good after a broker stall, holding a learner's exit on SIGTERM)."""
+        self.listener = None
         try:
-            self._consumer.close()
+            bounded(self._consumer.close, CLOSE_SECONDS, f"leaving the group on {self.topic}")
         except KafkaException as exc:
             logger.warning("closing the group member of %s: %s", self.topic, exc)

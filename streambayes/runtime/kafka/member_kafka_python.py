@@ -166,6 +166,7 @@ class MemberSource:
     def close(self) -> None:
         """Leave the group (best effort: the state was checkpointed before; a revoke callback's
         failure here, e.g. after the broker went away, is logged, not raised)."""
+        self.listener = None  # every shard was checkpointed and released: nothing left to do
         try:
             self._consumer.close(autocommit=False)
         except KafkaError as exc:
