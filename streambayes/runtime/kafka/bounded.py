@@ -28,24 +28,17 @@ CLOSE_SECONDS = 5.0  # what a closing producer waits for its last reports, and f
 
 
 def bounded(call: Callable[[], Any], seconds: float, what: str) -> bool:
-    """Run ``call()`` for up to ``seconds``: True when it returned (its exception, if any, is
-    raised here), False when it is still running (logged as ``what``)."""
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            call()
-        except BaseException as exc:  # noqa: BLE001 (raised again in the caller's thread)
-            failure.append(exc)
-
-    worker = threading.Thread(target=run, name=f"bounded {what}", daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
+    """Run ``call()`` for up to ``seconds`` on a thread of its own (a :class:`CallThread` used
+    once): True when it returned (its exception, if any, is raised here), False when it is still
+    running (logged as ``what``)."""
+    calls = CallThread(f"bounded {what}")
+    try:
+        calls(call, seconds, what)
+    except Stuck:
         logger.warning("%s did not finish within %g s; left to end with the process", what, seconds)
         return False
-    if failure:
-        raise failure[0]
+    finally:
+        calls.close()  # its thread ends once the call has (at once, unless it is stuck)
     return True
 
 
