@@ -46,7 +46,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from streambayes.errors import BrokerError
-from streambayes.runtime.kafka.bounded import CallThread, Stuck
+from streambayes.runtime.kafka.bounded import CallThread, Stuck, close_producer
 from streambayes.runtime.records.sinks import fit, key_bytes
 from streambayes.runtime.records.sources import Record
 from streambayes.runtime.retry import Backoff
@@ -227,8 +227,6 @@ class _Confluent:
             KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED)
 
     def close(self) -> None:
-        from streambayes.runtime.kafka.bounded import close_producer
-
         if self._calls.stuck:  # its close would wait for the stuck call: left behind with it
             return
         self._calls.close()
