@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import json
 import logging
 import signal
@@ -64,9 +65,18 @@ def _stop_on_signals() -> Iterator[threading.Event]:
         stop.set()
 
     old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    # SIGUSR1 writes every thread's stack to stderr and the service goes on: what an operator
+    # (or the test harness) reads when a service seems stuck
+    try:
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True, chain=False)
+        dumps = True
+    except (ValueError, OSError):  # stderr without a file descriptor (an embedding host's capture)
+        dumps = False
     try:
         yield stop
     finally:
+        if dumps:
+            faulthandler.unregister(signal.SIGUSR1)
         for sig, previous in old.items():
             signal.signal(sig, previous)
 

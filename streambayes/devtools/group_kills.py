@@ -85,6 +85,15 @@ class Members:
         return "\n".join(["", f"--- {self.log.name} without the client's own lines, last {last}:",
                           *mine[-last:]])
 
+    def stacks(self, last: int = 150) -> str:
+        """Every live member's thread stacks (SIGUSR1: ``learn`` and ``predict`` write them to
+        stderr and go on) with the log's last lines: what a failed wait shows."""
+        for proc in self.live:
+            if proc.poll() is None and catches_sigterm(proc.pid):
+                proc.send_signal(signal.SIGUSR1)
+        time.sleep(1.0)
+        return self._why(last)
+
     def kill(self) -> None:
         """SIGKILL the oldest live member: it has held partitions since the group settled."""
         proc = self.live.pop(0)

@@ -151,21 +151,26 @@ class _Producer(threading.Thread):
     set and at least ``minimum`` events are out; ``produced`` lists what was sent."""
 
     def __init__(self, bootstrap: str, topic: str, make: Event, rate: float, minimum: int,
-                 block: int = 250, options: Mapping[str, Any] | None = None) -> None:
+                 block: int = 250, options: Mapping[str, Any] | None = None,
+                 client: str = "kafka-python") -> None:
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.make = bootstrap, topic, make
         self.rate, self.minimum, self.block = rate, minimum, block
-        self.options = options  # of the kafka-python producer
+        self.options = options  # of the client's producer, in its own spelling
+        self.client = client
         self.stop = threading.Event()
         self.produced: list[dict] = []
         self.error: BaseException | None = None
         self.start()
 
     def run(self) -> None:
-        from streambayes.runtime.kafka import kafka_python
+        if self.client == "confluent":
+            from streambayes.runtime.kafka.confluent_sink import KafkaSink
+        else:
+            from streambayes.runtime.kafka.kafka_python_sink import KafkaSink
 
         try:
-            sink = kafka_python.KafkaSink(self.bootstrap, options=self.options)
+            sink = KafkaSink(self.bootstrap, options=self.options)
             start = time.monotonic()
             while not (self.stop.is_set() and len(self.produced) >= self.minimum):
                 for _ in range(self.block):

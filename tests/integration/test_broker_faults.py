@@ -80,8 +80,11 @@ def _ride_out(own_broker, tmp_path, client: str) -> None:
     trained_snapshot(served)
     predictors = Members([], {**env, "STREAMBAYES_KAFKA_GROUP": f"predictors-{topic}"},
                          tmp_path / "predictors.log", what="predictor")
-    producer = _Producer(bootstrap, topic, make, rate=500, minimum=6_000,
-                         options={"delivery_timeout_ms": 180_000, "request_timeout_ms": 10_000})
+    # the events come from confluent-kafka's producer whatever the members' client: kafka-python's
+    # (3.0.12) sometimes stops sending for good after the stall (its last words: "flush did not
+    # finish"), and every member then waited for events that never came
+    producer = _Producer(bootstrap, topic, make, rate=500, minimum=6_000, client="confluent",
+                         options={"message.timeout.ms": 180_000, "request.timeout.ms": 10_000})
     try:
         members.start()
         members.start()
@@ -93,7 +96,13 @@ def _ride_out(own_broker, tmp_path, client: str) -> None:
             members.check()
             predictors.check()
             seen = events_in(snaps)
-            wait_until(lambda: events_in(snaps) > seen, 120, f"learning to go on {what}")
+            try:
+                wait_until(lambda: events_in(snaps) > seen, 120, f"learning to go on {what}")
+            except AssertionError as exc:  # what each member was doing, for a failure in CI
+                raise AssertionError(f"{exc}: {seen} events learned, {len(producer.produced)} sent "
+                                     f"(producer error: {producer.error!r}); "
+                                     + _broker_view(own_broker, topic) + members.stacks()
+                                     + predictors.stacks(60)) from None
 
         progress("at the start")
         own_broker.restart()  # SIGTERM: a clean shutdown, then the same port and log
@@ -133,3 +142,24 @@ def _ride_out(own_broker, tmp_path, client: str) -> None:
     assert sum(merged.positions[topic].values()) == len(events)
     reference = learn_file(events, options, tmp_path)
     assert_states_equal(canonical_state(merged.state), canonical_state(reference.state))
+
+
+def _broker_view(broker, topic: str) -> str:
+    """The topic's end offsets as a fresh client sees them, and the broker's last log lines."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    try:
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "faults-view"})
+        try:
+            ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+                    for p in (0, 1)}
+        finally:
+            consumer.close()
+    except Exception as exc:  # noqa: BLE001 (a diagnostic: say what failed)
+        ends = f"unknown ({exc})"
+    try:
+        log = (broker.workdir / "broker.log").read_text(errors="replace").splitlines()[-30:]
+    except OSError as exc:
+        log = [f"no broker log ({exc})"]
+    return "\n".join([f"end offsets of {topic} now: {ends}", "--- broker.log, last 30:", *log])
+

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -173,7 +174,8 @@ def test_the_stop_handlers_are_in_before_the_runtime_is_imported(monkeypatch, co
 
 def test_sigterm_as_soon_as_the_learner_listens_exits_0(tmp_path):
     """How the kill harnesses stop members: SIGTERM the moment the process catches it ends it
-    with status 0, even before the broker answered."""
+    with status 0, even before the broker answered. SIGUSR1 before it writes the stacks of the
+    process's threads to stderr and does not stop it."""
     import signal
 
     from streambayes.devtools.kills import catches_sigterm, wait_until
@@ -186,6 +188,9 @@ def test_sigterm_as_soon_as_the_learner_listens_exits_0(tmp_path):
     try:
         wait_until(lambda: proc.poll() is not None or catches_sigterm(proc.pid), 60, "a handler")
         assert proc.poll() is None
+        proc.send_signal(signal.SIGUSR1)  # its threads' stacks to stderr; it goes on
+        time.sleep(0.5)
+        assert proc.poll() is None
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=120)
     finally:
@@ -193,6 +198,7 @@ def test_sigterm_as_soon_as_the_learner_listens_exits_0(tmp_path):
             proc.kill()
     assert proc.returncode == 0, err
     assert "stopped before the broker answered" in out
+    assert "Current thread" in err and "(most recent call first)" in err, err
 
 
 def test_catches_sigterm_reads_the_process_mask():

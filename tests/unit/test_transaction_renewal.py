@@ -18,10 +18,14 @@ class _Backend:
     fatal = staticmethod(transactions._KafkaPython.fatal)
     renewable = staticmethod(transactions._KafkaPython.renewable)
     retriable = staticmethod(transactions._KafkaPython.retriable)
+    unavailable = staticmethod(transactions._KafkaPython.unavailable)
     made: list[_Backend] = []
     failures: list[BaseException] = []
+    start_failures: list[BaseException] = []  # of the constructors after the first
 
     def __init__(self, *args) -> None:
+        if _Backend.made and _Backend.start_failures:
+            raise _Backend.start_failures.pop(0)
         self.max_bytes, self.sent, self.committed, self.closed = 1 << 20, [], 0, False
         _Backend.made.append(self)
 
@@ -56,6 +60,7 @@ _Backend.broken_after_commit = False
 def sink(monkeypatch):
     monkeypatch.setitem(transactions._BACKENDS, "fake", _Backend)
     _Backend.made, _Backend.failures, _Backend.broken_after_commit = [], [], False
+    _Backend.start_failures = []
     return TransactionalSink("fake", "127.0.0.1:9", "tid", renew=True)
 
 
@@ -116,6 +121,7 @@ class _ConfluentBackend(_Backend):
     renewable = staticmethod(transactions._Confluent.renewable)
     retriable = staticmethod(transactions._Confluent.retriable)
     resumable = staticmethod(transactions._Confluent.resumable)
+    unavailable = staticmethod(transactions._Confluent.unavailable)
     abort_failures: list[BaseException] = []
     aborted = 0
 
@@ -131,19 +137,56 @@ def _kafka_exception(code: int, **flags):
     return KafkaException(KafkaError(code, **flags))
 
 
-def test_an_abort_that_timed_out_while_the_broker_is_away_is_tried_again(monkeypatch):
-    """Found on a real broker: a 30 s stall timed the abort out and the predictor exited 1."""
+def _quick_backoff(monkeypatch):
+    real = transactions.Backoff
+    monkeypatch.setattr(transactions, "Backoff", lambda first, cap, stop: real(0.001, 0.001, stop))
+
+
+def test_a_learner_shard_abort_that_timed_out_while_the_broker_is_away_is_tried_again(monkeypatch):
+    """Found on a real broker: a 30 s stall timed the abort out and the predictor exited 1. A
+    learner's shard producer (never renewed) calls the abort again."""
     from confluent_kafka import KafkaError
 
     monkeypatch.setitem(transactions._BACKENDS, "fake", _ConfluentBackend)
-    _Backend.made, _ConfluentBackend.aborted = [], 0
-    sink = TransactionalSink("fake", "127.0.0.1:9", "tid", renew=True)
+    _quick_backoff(monkeypatch)
+    _Backend.made, _Backend.start_failures, _ConfluentBackend.aborted = [], [], 0
+    sink = TransactionalSink("fake", "127.0.0.1:9", "tid", renew=False)
     _Backend.failures = [_kafka_exception(KafkaError._TRANSPORT, retriable=True)]
     _ConfluentBackend.abort_failures = [_kafka_exception(KafkaError._TIMED_OUT, retriable=True)
                                         for _ in range(2)]
     with pytest.raises(Aborted):
         sink.exactly_once(_publish(sink), None, "in", {0: 1})
     assert _ConfluentBackend.aborted == 1 and sink.aborts == 1 and len(_Backend.made) == 1
+
+
+def test_a_predictor_abort_that_timed_out_replaces_the_producer(monkeypatch):
+    """Found on a real broker: after a stall a predictor's abort timed out every 30 s for minutes,
+    its partitions idle; a new producer's init_transactions aborts the transaction instead. It is
+    started again while the broker is away (its init_transactions times out), not exit 1."""
+    from confluent_kafka import KafkaError
+
+    monkeypatch.setitem(transactions._BACKENDS, "fake", _ConfluentBackend)
+    _quick_backoff(monkeypatch)
+    _Backend.made, _ConfluentBackend.aborted = [], 0
+    sink = TransactionalSink("fake", "127.0.0.1:9", "tid", renew=True)
+    _Backend.failures = [_kafka_exception(KafkaError._TRANSPORT, retriable=True)]
+    _Backend.start_failures = [_kafka_exception(KafkaError._TIMED_OUT, retriable=True)
+                               for _ in range(3)]
+    _ConfluentBackend.abort_failures = [_kafka_exception(KafkaError._TIMED_OUT, retriable=True)]
+    with pytest.raises(Aborted):
+        sink.exactly_once(_publish(sink), None, "in", {0: 1})
+    assert _ConfluentBackend.aborted == 0 and len(_Backend.made) == 2 and _Backend.made[0].closed
+    assert not _Backend.start_failures  # tried four times
+    sink.exactly_once(_publish(sink), None, "in", {0: 1})  # the batch again, on the new producer
+    assert _Backend.made[1].committed == 1
+
+
+def test_a_new_producer_that_cannot_start_for_another_reason_is_fatal(sink, monkeypatch):
+    _quick_backoff(monkeypatch)
+    _Backend.failures = [ProducerFencedError()]
+    _Backend.start_failures = [TransactionalIdAuthorizationFailedError()]
+    with pytest.raises(BrokerError, match="cannot start a new transactional producer"):
+        sink.exactly_once(_publish(sink), None, "in", {0: 1})
 
 
 def test_an_abort_that_cannot_finish_is_fatal(monkeypatch):

@@ -25,6 +25,10 @@ fences the old one through the transactional id (:class:`Fenced`). A confluent o
 call that does not return within its timeout and :data:`STUCK_MARGIN` (librdkafka#5456) makes the
 producer broken, as fenced: it is left behind in its call thread. A stuck commit may still
 commit: it is never renewed (:class:`StuckCommit`, exit 1; the restart resumes exactly once).
+A predictor's abort that times out (the broker is away, or librdkafka lost its way after a stall)
+also renews the producer: the new one's ``init_transactions`` aborts the open transaction on the
+broker. A new producer is started again with backoff while its ``init_transactions`` times out,
+for up to :data:`ABORT_PATIENCE` seconds.
 
 **Transactional id.** One per predictor instance, stable across its restarts: the broker then
 fences the instance that was killed (its producer epoch is bumped, its open transaction aborted) as
@@ -144,7 +148,11 @@ class _Confluent:
             "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS, "error_cb": self._errors}, options)
         self.max_bytes = int(config.get("message.max.bytes", 1_000_000)) - _RECORD_OVERHEAD
         self.producer = _usable(lambda: Producer(config))
-        self.producer.init_transactions(_TIMEOUT)
+        try:
+            self.producer.init_transactions(_TIMEOUT)
+        except BaseException:  # the broker is away (timed out) or refused: never leak the handle
+            close_producer(self.producer, 0)
+            raise
         self._calls = CallThread(f"transactions of {transactional_id}")  # see _limited
 
     def begin(self) -> None:
@@ -210,6 +218,8 @@ class _Confluent:
 
         error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
         return error is not None and error.retriable() and not error.fatal()
+
+    unavailable = resumable  # a timed-out init_transactions: a new producer may start later
 
     def broken(self) -> bool:
         return self._calls.stuck  # else librdkafka says it in the error itself (``fatal()``)
@@ -307,6 +317,14 @@ class _KafkaPython:
     @staticmethod
     def resumable(exc: BaseException) -> bool:
         return False  # kafka-python's abort_transaction waits until it is done
+
+    @staticmethod
+    def unavailable(exc: BaseException) -> bool:
+        """The broker did not answer in time (a new producer may start later)."""
+        from kafka import errors
+
+        return isinstance(exc, errors.KafkaTimeoutError | errors.KafkaConnectionError
+                          | errors.BrokerNotAvailableError)
 
     def broken(self) -> bool:
         """kafka-python's transaction manager went to its fatal state (a request timed out while
@@ -418,6 +436,12 @@ class TransactionalSink:
                 if self._impl.fatal(exc) or self._impl.broken():
                     self._cannot_go_on(exc)
                     return
+                if self._impl.resumable(exc) and self.renew and self._impl.renewable(exc):
+                    # a new producer's init_transactions aborts the open transaction on the broker
+                    # (as for a fenced one): calling the abort again once lasted minutes after a
+                    # broker stall, with the predictor's partitions idle all along
+                    self._cannot_go_on(exc)
+                    return
                 if (self._impl.resumable(exc) and time.monotonic() - start < ABORT_PATIENCE
                         and backoff.wait()):
                     logger.warning("the abort did not finish (%s): trying again", exc)
@@ -458,14 +482,29 @@ class TransactionalSink:
             self._impl.close()
         except Exception as exc:  # noqa: BLE001 (the old producer is dead either way)
             logger.debug("closing the fenced producer: %s", exc)
-        try:
-            self._impl = self._make()
-        except Exception as exc:
-            raise BrokerError(f"cannot start a new transactional producer {self.transactional_id} "
-                              f"({exc}); a restart resumes from the last committed offsets "
-                              "(exactly once)") from exc
+        self._impl = self._restarted()
         self.aborts += 1
         return True
+
+    def _restarted(self) -> Any:
+        """A new producer with the same transactional id, tried again with backoff while its
+        ``init_transactions`` times out (the broker is away: a renewal often follows a broker
+        restart) for up to :data:`ABORT_PATIENCE` seconds; then, on a stop request or on an error
+        that waiting does not cure, a :class:`BrokerError` (exit 1)."""
+        start = time.monotonic()
+        backoff = Backoff(0.5, 5.0, stop=self.stop)
+        while True:
+            try:
+                return self._make()
+            except Exception as exc:
+                if (self._impl.unavailable(exc) and time.monotonic() - start < ABORT_PATIENCE
+                        and backoff.wait()):
+                    logger.warning("a new transactional producer %s did not start (%s): trying "
+                                   "again", self.transactional_id, exc)
+                    continue
+                raise BrokerError(f"cannot start a new transactional producer {self.transactional_id} "
+                                  f"({exc}); a restart resumes from the last committed offsets "
+                                  "(exactly once)") from exc
 
     def close(self) -> None:
         self._impl.close()
