@@ -64,21 +64,24 @@ def _stop_on_signals() -> Iterator[threading.Event]:
         logging.getLogger(PROG).info("signal %d: stopping after this batch", signum)
         stop.set()
 
-    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
     # SIGUSR1 writes every thread's stack to stderr and the service goes on: what an operator
-    # (or the test harness) reads when a service seems stuck
+    # (or the test harness) reads when a service seems stuck. Registered before SIGTERM is
+    # caught: the harness sends SIGUSR1 only to a process that catches SIGTERM.
     try:
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True, chain=False)
         dumps = True
-    except (ValueError, OSError):  # stderr without a file descriptor (an embedding host's capture)
+    except (ValueError, OSError, RuntimeError):  # stderr closed, or without a file descriptor
         dumps = False
+    old: dict[int, Any] = {}
     try:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            old[sig] = signal.signal(sig, handler)
         yield stop
     finally:
-        if dumps:
-            faulthandler.unregister(signal.SIGUSR1)
         for sig, previous in old.items():
             signal.signal(sig, previous)
+        if dumps:
+            faulthandler.unregister(signal.SIGUSR1)
 
 
 class _Stopped(Exception):

@@ -19,6 +19,7 @@ class _Backend:
     renewable = staticmethod(transactions._KafkaPython.renewable)
     retriable = staticmethod(transactions._KafkaPython.retriable)
     unavailable = staticmethod(transactions._KafkaPython.unavailable)
+    timed_out = staticmethod(transactions._KafkaPython.timed_out)
     made: list[_Backend] = []
     failures: list[BaseException] = []
     start_failures: list[BaseException] = []  # of the constructors after the first
@@ -122,6 +123,7 @@ class _ConfluentBackend(_Backend):
     retriable = staticmethod(transactions._Confluent.retriable)
     resumable = staticmethod(transactions._Confluent.resumable)
     unavailable = staticmethod(transactions._Confluent.unavailable)
+    timed_out = staticmethod(transactions._Confluent.timed_out)
     abort_failures: list[BaseException] = []
     aborted = 0
 
@@ -414,3 +416,86 @@ def test_a_commit_that_never_returns_is_not_served_again(monkeypatch):
         sink.exactly_once(_publish(sink), _Consumer(), "in", {0: 1})
     assert len(made) == 1 and sink.transactions == 0
     made[0].producer.release.set()
+
+
+class _TimingOutProducer(_HangingProducer):
+    """A commit_transaction that keeps timing out (retriable, resumable): the broker never answers
+    it within the patience; the abort then conflicts with the commit still under way."""
+
+    def commit_transaction(self, timeout) -> None:
+        from confluent_kafka import KafkaError
+
+        raise _kafka_exception(KafkaError._TIMED_OUT, retriable=True)
+
+    def abort_transaction(self, timeout) -> None:
+        raise AssertionError("a commit that may still commit is neither aborted nor renewed")
+
+
+def test_a_commit_that_keeps_timing_out_is_not_served_again(monkeypatch):
+    """Found by review: the commit given up after ABORT_PATIENCE may still commit on the broker; an
+    abort then fails with _CONFLICT, and renewing the producer on it would serve the batch again
+    (published twice). It stops as a stuck commit does (exit 1, the restart resumes exactly once)."""
+    made: list = []
+
+    def make(*args):
+        impl = _confluent_made(made)(*args)
+        impl.producer = _TimingOutProducer()
+        return impl
+
+    monkeypatch.setitem(transactions._BACKENDS, "confluent", make)
+    monkeypatch.setattr(transactions, "ABORT_PATIENCE", 0.05)
+    sink = TransactionalSink("confluent", "127.0.0.1:9", "tid", renew=True)
+    with pytest.raises(transactions.Fenced, match="did not finish"):
+        sink.exactly_once(_publish(sink), _Consumer(), "in", {0: 1})
+    assert len(made) == 1 and sink.transactions == 0
+
+
+def test_an_abort_that_conflicts_with_a_call_under_way_is_not_renewed(monkeypatch):
+    """Only the abort's own time-out renews the producer; _CONFLICT (another call still under way)
+    is called again, then fatal, as before."""
+    from confluent_kafka import KafkaError
+
+    monkeypatch.setitem(transactions._BACKENDS, "fake", _ConfluentBackend)
+    _quick_backoff(monkeypatch)
+    monkeypatch.setattr(transactions, "ABORT_PATIENCE", 0.05)
+    _Backend.made, _Backend.start_failures, _ConfluentBackend.aborted = [], [], 0
+    sink = TransactionalSink("fake", "127.0.0.1:9", "tid", renew=True)
+    _Backend.failures = [_kafka_exception(KafkaError._TRANSPORT, retriable=True)]
+    _ConfluentBackend.abort_failures = [_kafka_exception(KafkaError._CONFLICT, retriable=True)
+                                        for _ in range(10_000)]
+    with pytest.raises(BrokerError, match="cannot abort"):
+        sink.exactly_once(_publish(sink), None, "in", {0: 1})
+    assert len(_Backend.made) == 1
+    _ConfluentBackend.abort_failures = []
+
+
+def test_a_stop_while_a_new_producer_cannot_start_ends_quietly(monkeypatch):
+    """SIGTERM while the broker is away and a new producer is being started: NetworkUnavailable,
+    which the CLI ends with status 0 (nothing was committed; the restart resumes exactly once)."""
+    import threading
+
+    from confluent_kafka import KafkaError
+
+    from streambayes.errors import NetworkUnavailable
+
+    monkeypatch.setitem(transactions._BACKENDS, "fake", _ConfluentBackend)
+    _Backend.made, _ConfluentBackend.aborted = [], 0
+    stop = threading.Event()
+    sink = TransactionalSink("fake", "127.0.0.1:9", "tid", renew=True, stop=stop)
+    _Backend.failures = [_kafka_exception(KafkaError._TRANSPORT, retriable=True)]
+    _ConfluentBackend.abort_failures = [_kafka_exception(KafkaError._TIMED_OUT, retriable=True)]
+    _Backend.start_failures = [_kafka_exception(KafkaError._TIMED_OUT, retriable=True)
+                               for _ in range(100)]
+    threading.Timer(0.3, stop.set).start()
+    with pytest.raises(NetworkUnavailable, match="stopped while starting"):
+        sink.exactly_once(_publish(sink), None, "in", {0: 1})
+    assert len(_Backend.made) == 1
+    _Backend.start_failures = []
+
+
+def test_kafka_python_a_broker_that_is_away_is_waited_for_at_start():
+    from kafka import errors
+
+    assert transactions._KafkaPython.unavailable(errors.KafkaTimeoutError())
+    assert not transactions._KafkaPython.unavailable(errors.TransactionalIdAuthorizationFailedError())
+    assert not transactions._KafkaPython.timed_out(errors.KafkaTimeoutError())

@@ -49,7 +49,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from streambayes.errors import BrokerError
+from streambayes.errors import BrokerError, NetworkUnavailable
 from streambayes.runtime.kafka.bounded import CallThread, Stuck, close_producer
 from streambayes.runtime.records.sinks import fit, key_bytes
 from streambayes.runtime.records.sources import Record
@@ -114,8 +114,8 @@ def next_offsets(records: list[Record]) -> dict[int, tuple[int, int]]:
 def _resumed(call: Callable[[], Any], what: str) -> None:
     """``call()``, called again while librdkafka says it timed out and may be resumed (retriable,
     no abort needed: "retry call to resume"), for up to :data:`ABORT_PATIENCE` seconds. Aborting
-    instead fails with "a commit is already in progress" (``_STATE``), and the predictor exited
-    1 after a broker stall."""
+    instead fails while the call is still under way (``_STATE`` or ``_CONFLICT``), and the
+    predictor exited 1 after a broker stall."""
     from confluent_kafka import KafkaException
 
     start = time.monotonic()
@@ -179,11 +179,20 @@ class _Confluent:
             what)
 
     def commit(self) -> None:
+        from confluent_kafka import KafkaException
+
         try:
             _resumed(lambda: self._limited(lambda: self.producer.commit_transaction(_TIMEOUT),
                                            "the commit"), "the commit")
         except Stuck as exc:  # it may still commit: serving the batch again could publish it twice
             raise StuckCommit(str(exc)) from None
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if error is not None and self.resumable(exc) and not error.txn_requires_abort():
+                # _resumed gave up on it: it may still commit, as a stuck one
+                raise StuckCommit(f"the commit did not finish in {ABORT_PATIENCE:g} s "
+                                  f"({error.str()})") from None
+            raise
 
     def abort(self) -> None:
         self._limited(lambda: self.producer.abort_transaction(_TIMEOUT), "the abort")
@@ -220,6 +229,15 @@ class _Confluent:
         return error is not None and error.retriable() and not error.fatal()
 
     unavailable = resumable  # a timed-out init_transactions: a new producer may start later
+
+    @staticmethod
+    def timed_out(exc: BaseException) -> bool:
+        """The call itself ran out of time (``_TIMED_OUT``; not ``_CONFLICT``, which an abort
+        gets while an earlier commit is still under way)."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+        return error is not None and error.code() == KafkaError._TIMED_OUT
 
     def broken(self) -> bool:
         return self._calls.stuck  # else librdkafka says it in the error itself (``fatal()``)
@@ -258,7 +276,11 @@ class _KafkaPython:
                               "needed for --exactly-once; or use STREAMBAYES_KAFKA_CLIENT=confluent)")
         self.max_bytes = int(config.get("max_request_size", 1_048_576)) - _RECORD_OVERHEAD
         self.producer = KafkaProducer(**config)
-        self.producer.init_transactions()
+        try:
+            self.producer.init_transactions()
+        except BaseException:  # the broker is away (timed out) or refused: never leak the client
+            self.producer.close(timeout=0)
+            raise
         self.futures: list[Any] = []
 
     def begin(self) -> None:
@@ -317,6 +339,8 @@ class _KafkaPython:
     @staticmethod
     def resumable(exc: BaseException) -> bool:
         return False  # kafka-python's abort_transaction waits until it is done
+
+    timed_out = resumable  # never renewed for a slow abort (see resumable)
 
     @staticmethod
     def unavailable(exc: BaseException) -> bool:
@@ -421,6 +445,9 @@ class TransactionalSink:
             raise Aborted(f"{type(exc).__name__}: {exc}") from exc
 
     def _abort(self, cause: BaseException) -> None:
+        if isinstance(cause, StuckCommit):  # it may still commit: no abort, no new producer
+            self._cannot_go_on(cause)
+            return
         if self._impl.fatal(cause) or self._impl.broken():
             self._cannot_go_on(cause)
             return
@@ -436,7 +463,7 @@ class TransactionalSink:
                 if self._impl.fatal(exc) or self._impl.broken():
                     self._cannot_go_on(exc)
                     return
-                if self._impl.resumable(exc) and self.renew and self._impl.renewable(exc):
+                if self._impl.timed_out(exc) and self.renew and self._impl.renewable(exc):
                     # a new producer's init_transactions aborts the open transaction on the broker
                     # (as for a fenced one): calling the abort again once lasted minutes after a
                     # broker stall, with the predictor's partitions idle all along
@@ -471,9 +498,9 @@ class TransactionalSink:
         now = time.monotonic()
         self.renewals = [t for t in self.renewals if now - t < RENEWAL_WINDOW]
         if len(self.renewals) >= MAX_RENEWALS:
-            logger.error("transactional producer %s fenced %d times in %g s: is another process "
-                         "using this transactional id?", self.transactional_id,
-                         len(self.renewals) + 1, RENEWAL_WINDOW)
+            logger.error("transactional producer %s could not go on %d times in %g s (last: %s): "
+                         "is another process using this transactional id?", self.transactional_id,
+                         len(self.renewals) + 1, RENEWAL_WINDOW, cause)
             return False
         self.renewals.append(now)
         logger.warning("transactional producer %s cannot go on (%s: %s); a new one takes over and "
@@ -494,13 +521,17 @@ class TransactionalSink:
         start = time.monotonic()
         backoff = Backoff(0.5, 5.0, stop=self.stop)
         while True:
+            if self.stop.is_set():
+                raise NetworkUnavailable(f"stopped while starting a new transactional producer "
+                                         f"{self.transactional_id}; a restart resumes from the last "
+                                         "committed offsets (exactly once)")
             try:
                 return self._make()
             except Exception as exc:
-                if (self._impl.unavailable(exc) and time.monotonic() - start < ABORT_PATIENCE
-                        and backoff.wait()):
-                    logger.warning("a new transactional producer %s did not start (%s): trying "
-                                   "again", self.transactional_id, exc)
+                if self._impl.unavailable(exc) and time.monotonic() - start < ABORT_PATIENCE:
+                    if backoff.wait():  # else stopped: said at the top
+                        logger.warning("a new transactional producer %s did not start (%s): "
+                                       "trying again", self.transactional_id, exc)
                     continue
                 raise BrokerError(f"cannot start a new transactional producer {self.transactional_id} "
                                   f"({exc}); a restart resumes from the last committed offsets "
