@@ -279,7 +279,10 @@ class _KafkaPython:
         try:
             self.producer.init_transactions()
         except BaseException:  # the broker is away (timed out) or refused: never leak the client
-            self.producer.close(timeout=0)
+            try:
+                self.producer.close(timeout=0)
+            except Exception as exc:  # noqa: BLE001 (the start's own error is the one to raise)
+                logger.debug("closing a producer that did not start: %s", exc)
             raise
         self.futures: list[Any] = []
 
