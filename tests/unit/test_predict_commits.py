@@ -80,6 +80,11 @@ class Consumer:
     def seek(self, tp, offset=None) -> None:
         self.seeks.append((tp.partition, tp.offset if offset is None else offset))
 
+    def committed(self, tp) -> int | None:  # kafka-python's: the group's next offset
+        return self.group_offsets.get(tp.partition)
+
+    group_offsets: dict[int, int] = {}
+
 
 class PipelinedSink:
     """A Kafka-like sink: sends are acknowledged ``lag`` checks later; ``flush`` acknowledges all."""
@@ -187,6 +192,53 @@ def test_an_aborted_batch_is_rewound_and_served_again(tmp_path):
     assert sorted(txn.sent) == sorted(f"e{i}" for i in range(12))  # each once
     assert stats.records == 12 and stats.posteriors == 12  # the aborted try is not counted
     assert source.commits == []  # offsets go in the transactions only
+
+
+class UnsettledTransactions(FakeTransactions):
+    """The ``fail``-th commit's outcome is unknown (a stuck commit settled by a new producer): it
+    committed (``committed=True``: posteriors visible, group offsets moved) or was aborted."""
+
+    def __init__(self, fail: int, committed: bool, consumer: Consumer) -> None:
+        super().__init__(fail)
+        self.outcome, self.consumer = committed, consumer
+        consumer.group_offsets = {}
+
+    def exactly_once(self, publish, consumer, topic, offsets) -> None:
+        from streambayes.runtime.kafka.transactions import Unsettled
+
+        self.calls += 1
+        mark = len(self.sent)
+        publish()
+        if self.calls == self.fail and not self.outcome:
+            del self.sent[mark:]
+            raise Unsettled("injected: aborted by the broker")
+        self.committed.append(dict(offsets))
+        self.consumer.group_offsets.update(offsets)
+        if self.calls == self.fail:
+            raise Unsettled("injected: committed after all")
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_an_unsettled_commit_goes_on_from_the_committed_offsets(tmp_path, committed):
+    """A stuck commit settled by a new producer: the group's committed offsets say whether the
+    batch committed. Committed: it is counted once and not served again. Aborted: rewound."""
+    from streambayes.runtime.observe import Observer
+
+    stop = threading.Event()
+    data = batches(3, 4)
+    polls = [data[0], data[1], data[1], data[2]] if not committed else data
+    source = Source(polls, stop, consumer=True)
+    txn = UnsettledTransactions(2, committed, source._consumer)
+    observer = Observer("predict", every=1e9)
+    loop = ExactlyOncePredictLoop(source, Decoder("jsonl", require_label=False), watcher(tmp_path),
+                                  txn, "out", stop=stop, stop_at_end=False, observer=observer)
+    loop._backoff.first = loop._backoff.delay = 0.001
+    stats = loop.run()
+    assert source._consumer.seeks == ([] if committed else [(0, 4)])
+    assert txn.committed == [{0: 4}, {0: 8}, {0: 12}]
+    assert sorted(txn.sent) == sorted(f"e{i}" for i in range(12))  # each once
+    assert stats.records == 12 and stats.posteriors == 12
+    assert (observer.records_total, observer.events_total) == (12, 12)
 
 
 def test_exactly_once_refuses_sinks_that_are_not_kafka():

@@ -61,6 +61,7 @@ _TIMEOUT = 30.0  # seconds for one transaction call (init, offsets, commit, abor
 STUCK_MARGIN = 10.0  # past _TIMEOUT and this, a confluent transaction call is stuck (_limited)
 _RECORD_OVERHEAD = 512
 ABORT_PATIENCE = 300.0  # seconds an abort is tried again while the broker is away (then exit 1)
+COMMIT_PATIENCE = 60.0  # seconds a commit is called again (then settled by a new producer)
 MAX_RENEWALS = 3  # fenced producers replaced within RENEWAL_WINDOW before giving up (exit 1)
 RENEWAL_WINDOW = 60.0
 
@@ -75,9 +76,18 @@ class Fenced(BrokerError):  # noqa: N818 (a state: a newer producer took the tra
 
 
 class StuckCommit(Stuck):
-    """``commit_transaction`` did not return within its limit: the transaction may still commit,
-    so the batch must not be served again by a new producer; the process exits 1 and its restart
-    (``init_transactions`` waits for that transaction to end) resumes from the committed offsets."""
+    """``commit_transaction`` did not return within its limit, or kept timing out: the
+    transaction may still commit, so it is never aborted and the batch never simply served
+    again. A predictor settles it (:class:`Unsettled`); a learner's shard exits 1 and its restart
+    resumes from the committed offsets."""
+
+
+class Unsettled(Aborted):
+    """A commit whose outcome was unknown (:class:`StuckCommit`) was settled by a new producer
+    with the same transactional id: its ``init_transactions`` fences the old one and has the
+    broker complete or abort the transaction, as a restart would. The loop then reads the group's
+    committed offsets to learn which (:func:`committed_offsets`): a committed batch goes on, an
+    aborted one is served again."""
 
 
 def default_transactional_id(group: str) -> str:
@@ -111,14 +121,15 @@ def next_offsets(records: list[Record]) -> dict[int, tuple[int, int]]:
     return out
 
 
-def _resumed(call: Callable[[], Any], what: str) -> None:
+def _resumed(call: Callable[[], Any], what: str, patience: float | None = None) -> None:
     """``call()``, called again while librdkafka says it timed out and may be resumed (retriable,
-    no abort needed: "retry call to resume"), for up to :data:`ABORT_PATIENCE` seconds. Aborting
+    no abort needed: "retry call to resume"), for up to ``patience`` (:data:`ABORT_PATIENCE`)
+    seconds. Aborting
     instead fails while the call is still under way (``_STATE`` or ``_CONFLICT``), and the
     predictor exited 1 after a broker stall."""
     from confluent_kafka import KafkaException
 
-    start = time.monotonic()
+    start, patience = time.monotonic(), ABORT_PATIENCE if patience is None else patience
     while True:
         try:
             call()
@@ -126,7 +137,7 @@ def _resumed(call: Callable[[], Any], what: str) -> None:
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
             if (error is None or not error.retriable() or error.txn_requires_abort()
-                    or error.fatal() or time.monotonic() - start > ABORT_PATIENCE):
+                    or error.fatal() or time.monotonic() - start > patience):
                 raise
             logger.warning("%s did not finish (%s): calling it again", what, error.str())
             time.sleep(0.1)
@@ -183,14 +194,14 @@ class _Confluent:
 
         try:
             _resumed(lambda: self._limited(lambda: self.producer.commit_transaction(_TIMEOUT),
-                                           "the commit"), "the commit")
+                                           "the commit"), "the commit", COMMIT_PATIENCE)
         except Stuck as exc:  # it may still commit: serving the batch again could publish it twice
             raise StuckCommit(str(exc)) from None
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
             if error is not None and self.resumable(exc) and not error.txn_requires_abort():
                 # _resumed gave up on it: it may still commit, as a stuck one
-                raise StuckCommit(f"the commit did not finish in {ABORT_PATIENCE:g} s "
+                raise StuckCommit(f"the commit did not finish in {COMMIT_PATIENCE:g} s "
                                   f"({error.str()})") from None
             raise
 
@@ -448,7 +459,9 @@ class TransactionalSink:
             raise Aborted(f"{type(exc).__name__}: {exc}") from exc
 
     def _abort(self, cause: BaseException) -> None:
-        if isinstance(cause, StuckCommit):  # it may still commit: no abort, no new producer
+        if isinstance(cause, StuckCommit):  # it may still commit: never aborted
+            if self.renew and self._renew(cause, close=False):
+                raise Unsettled(f"{type(cause).__name__}: {cause}") from cause
             self._cannot_go_on(cause)
             return
         if self._impl.fatal(cause) or self._impl.broken():
@@ -491,7 +504,7 @@ class TransactionalSink:
                      f"({cause}); a restart resumes from the last committed offsets "
                      "(exactly once)") from cause
 
-    def _renew(self, cause: BaseException) -> bool:
+    def _renew(self, cause: BaseException, close: bool = True) -> bool:
         """Replace a fenced producer (its open transaction is aborted by the broker) by a new one
         with the same transactional id, as Kafka Streams does: after a broker restart the
         coordinator may bump the epoch of a transaction it timed out. False, when it happened
@@ -509,7 +522,8 @@ class TransactionalSink:
         logger.warning("transactional producer %s cannot go on (%s: %s); a new one takes over and "
                        "the batch is served again", self.transactional_id, type(cause).__name__, cause)
         try:
-            self._impl.close()
+            if close:  # not a producer whose commit may still be under way: left behind
+                self._impl.close()
         except Exception as exc:  # noqa: BLE001 (the old producer is dead either way)
             logger.debug("closing the fenced producer: %s", exc)
         self._impl = self._restarted()
@@ -560,3 +574,22 @@ def rewind(consumer: Any, client: str, topic: str, starts: Mapping[int, int]) ->
             from kafka import TopicPartition
 
             consumer.seek(TopicPartition(topic, p), offset)
+
+
+def committed_offsets(consumer: Any, client: str, topic: str, partitions: list[int]) -> dict[int, int]:
+    """The group's committed next offset of each of ``partitions`` (absent: none committed yet);
+    a :class:`~streambayes.errors.BrokerError` when the broker does not answer in time."""
+    try:
+        if client == "confluent":
+            from confluent_kafka import TopicPartition
+
+            got = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=_TIMEOUT)
+            return {tp.partition: tp.offset for tp in got if tp.offset >= 0}
+        from kafka import TopicPartition
+
+        found = {p: consumer.committed(TopicPartition(topic, p)) for p in partitions}
+        return {p: off for p, off in found.items() if off is not None and off >= 0}
+    except Exception as exc:  # noqa: BLE001 (either client's errors: the outcome stays unknown)
+        raise BrokerError(f"cannot read the committed offsets of {topic} ({exc}); a restart "
+                          "resumes from them (exactly once)") from exc
+

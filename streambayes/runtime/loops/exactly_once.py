@@ -24,6 +24,8 @@ from streambayes.errors import UsageError
 from streambayes.runtime.kafka.transactions import (
     Aborted,
     TransactionalSink,
+    Unsettled,
+    committed_offsets,
     consumer_of,
     next_offsets,
     rewind,
@@ -58,17 +60,28 @@ class ExactlyOncePredictLoop(PredictLoop):
             self.transactions.exactly_once(lambda: self._publish(records), self.consumer,
                                            self.source.topic,
                                            {p: after for p, (_first, after) in batch.items()})
-        except Aborted:
-            self.stats = before  # the batch is served again after the rewind
-            rewind(self.consumer, self.transactions.client, self.source.topic,
-                   {p: first for p, (first, _after) in batch.items()})
-            self._backoff.wait()
-            return
+        except Aborted as exc:
+            if not (isinstance(exc, Unsettled) and self._committed_after_all(batch)):
+                self.stats = before  # the batch is served again after the rewind
+                rewind(self.consumer, self.transactions.client, self.source.topic,
+                       {p: first for p, (first, _after) in batch.items()})
+                self._backoff.wait()
+                return
         finally:
             deferred, self.observer = self.observer, observer
         if deferred is not None:
             deferred.apply(observer)  # the figures of committed batches only
         self._backoff.reset()
+
+    def _committed_after_all(self, batch: dict[int, tuple[int, int]]) -> bool:
+        """Whether the settled transaction of ``batch`` committed: the group's offsets moved past
+        it (they are part of the transaction)."""
+        committed = committed_offsets(self.consumer, self.transactions.client, self.source.topic,
+                                      list(batch))
+        done = all(committed.get(p, -1) >= after for p, (_first, after) in batch.items())
+        logger.warning("the unsettled transaction was %s; %s", "committed" if done else "aborted",
+                       "going on" if done else "the batch is served again")
+        return done
 
     def _settle(self, force: bool = False) -> None:
         """Nothing to settle: each batch committed its offsets in its transaction."""
