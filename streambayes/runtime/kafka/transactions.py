@@ -23,8 +23,10 @@ the same id and the batch served again, at most :data:`MAX_RENEWALS` times in
 fences a zombie predictor). A learner's shard producer is never renewed: a new owner of the shard
 fences the old one through the transactional id (:class:`Fenced`). A confluent offsets or abort
 call that does not return within its timeout and :data:`STUCK_MARGIN` (librdkafka#5456) makes the
-producer broken, as fenced: it is left behind in its call thread. A stuck commit may still
-commit: it is never renewed (:class:`StuckCommit`, exit 1; the restart resumes exactly once).
+producer broken, as fenced: it is left behind in its call thread. A stuck commit (or one that
+kept timing out for :data:`COMMIT_PATIENCE`) may still commit: it is never aborted
+(:class:`StuckCommit`). A predictor settles it with a new producer and raises :class:`Unsettled`
+(its loop reads the committed offsets); a learner's shard exits 1 (the restart settles it).
 A predictor's abort that times out (the broker is away, or librdkafka lost its way after a stall)
 also renews the producer: the new one's ``init_transactions`` aborts the open transaction on the
 broker. A new producer is started again with backoff while its ``init_transactions`` times out,
