@@ -5,7 +5,10 @@
    ``--partitions`` (a consumer group, one shard per partition), and two learners in one new
    group learn them all. Rate = events learned between the first and the last checkpoint / that
    time (start-up excluded); the broker's and the learners' CPU seconds over each phase are
-   printed. Target: two >= 1.4x one.
+   printed. The test broker has no initial rebalance delay (Kafka's default is 3 s), so the first
+   of two members may take every partition and hand half over seconds later; the target is read
+   on the settled group (from the moment every member holds partitions), and the whole-run ratio
+   is printed beside it. Target: two >= 1.4x one (settled).
 2. **Take-over.** While events arrive at ``--rate``, a second learner joins a running one; the
    time from its launch to its start-up, its assignment and its first checkpoint (it learned and
    saved events of the partitions it took over) is read from its log. Target: <= 10 s.
@@ -83,20 +86,40 @@ def scale(info, topic: str, n: int, members: int, client: str, work: Path,
     env = {**os.environ, "STREAMBAYES_KAFKA_CLIENT": client,
            "STREAMBAYES_KAFKA_GROUP": f"scale-{members}-{topic}"}
     cpu0 = cpu_seconds(getattr(info.handle, "process", None))
-    procs = learners(info.bootstrap, topic, snaps, members, env, work / f"scale-{members}.log",
-                     extra)
+    log = work / f"scale-{members}{'-static' if extra else ''}.log"
+    procs = learners(info.bootstrap, topic, snaps, members, env, log, extra)
     try:
         wait_until(lambda: events_in(snaps) > 0, 120, "a first checkpoint", step=0.02)
         t0, e0 = time.monotonic(), events_in(snaps)
+        # with no initial rebalance delay (the test broker's setting; Kafka's default is 3 s) the
+        # first member to join may take every partition and hand half over a few seconds later:
+        # the group's own rate is read once every member holds partitions
+        settled = None if extra else members
+        wait_until(lambda: settled is None or _assigned(log) >= settled or events_in(snaps) >= n,
+                   120, "every member to hold partitions", step=0.02)
+        t1, e1 = time.monotonic(), events_in(snaps)
         wait_until(lambda: events_in(snaps) >= n, 900, "every event learned", step=0.02)
-        seconds = max(time.monotonic() - t0, 1e-9)  # too few events: all in the first checkpoint
+        t2 = time.monotonic()
+        seconds = max(t2 - t0, 1e-9)  # too few events: all in the first checkpoint
     finally:
         cpu1 = cpu_seconds(getattr(info.handle, "process", None))
         learners_cpu = sum(cpu_seconds(p) or 0.0 for p in procs)  # start-up included
         stop_all(procs)
     broker = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
     return {"events_per_s": (n - e0) / seconds, "seconds": seconds, "broker_cpu_s": broker,
-            "learners_cpu_s": learners_cpu}
+            "learners_cpu_s": learners_cpu,
+            "settled_per_s": (n - e1) / (t2 - t1) if n > e1 and t2 > t1 else None,
+            "settled_seconds": t2 - t1, "settled_after_s": t1 - t0}
+
+
+def _assigned(log: Path) -> int:
+    """How many times partitions were assigned in ``log`` (a member's first assignment, or a new
+    one after a rebalance)."""
+    try:
+        return sum(1 for line in log.read_text(errors="replace").splitlines()
+                   if STAMP.match(line) and " assigned " in line)
+    except OSError:
+        return 0
 
 
 def _when(log: Path, what: str) -> float | None:
@@ -169,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--faults", action="store_true", help="also the kill -9 / add-partitions run")
     ap.add_argument("--kills", type=int, default=3)
     ap.add_argument("--fault-rate", type=float, default=4_000.0, help="events/s in --faults")
+    ap.add_argument("--workdir", type=Path, help="keep the learners' logs and snapshots here "
+                    "(default: a temporary directory, removed)")
     args = ap.parse_args(argv)
     texts, labels = load_sms_spam()
     make = sms_event(texts, labels)
@@ -181,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
 
     with broker_info() as info, tempfile.TemporaryDirectory() as tmp:
         print(f"broker: {info}", flush=True)
-        work = Path(tmp)
+        work = Path(tmp) if args.workdir is None else args.workdir
+        work.mkdir(parents=True, exist_ok=True)
         topic = f"scale-{os.getpid()}"
         if not args.takeover_only:
             create_topic(info.bootstrap, topic, args.partitions)
@@ -195,12 +221,23 @@ def main(argv: list[str] | None = None) -> int:
         over = takeover(info, live, args.rate, args.client, work, make)
         fault = faults(info, args, work) if args.faults else None
     if not args.takeover_only:
-        ratio = two["events_per_s"] / max(one["events_per_s"], 1e-9)
+        whole = two["events_per_s"] / max(one["events_per_s"], 1e-9)
         for name, r in (("static", static), ("one learner", one), ("two learners", two)):
             cpu = "n/a" if r["broker_cpu_s"] is None else f"{r['broker_cpu_s']:.1f} s"
+            settled = "" if r["settled_per_s"] is None or name == "static" else (
+                f"; settled {r['settled_per_s']:,.0f} events/s over {r['settled_seconds']:.1f} s "
+                f"(every member held partitions {r['settled_after_s']:.1f} s after the first "
+                "checkpoint)")
             print(f"{name:>13}: {r['events_per_s']:>9,.0f} events/s over {r['seconds']:.1f} s; "
-                  f"broker CPU {cpu}; learners' CPU {r['learners_cpu_s']:.1f} s")
-        print(f"two / one: {ratio:.2f}x (target >= 1.4x)  {'PASS' if ratio >= 1.4 else 'MISS'}")
+                  f"broker CPU {cpu}; learners' CPU {r['learners_cpu_s']:.1f} s{settled}")
+        print(f"two / one, whole run (a late member's hand-over included): {whole:.2f}x")
+        if two["settled_per_s"] and one["settled_per_s"]:
+            ratio = two["settled_per_s"] / one["settled_per_s"]
+            print(f"two / one, settled group: {ratio:.2f}x (target >= 1.4x)  "
+                  f"{'PASS' if ratio >= 1.4 else 'MISS'}")
+        else:
+            print("two / one, settled group: n/a (every event learned before the group settled: "
+                  "use more --events)  MISS")
     resumed = over["resumed_s"]
     print(f"added learner (from its launch): started {over['started_s']:.1f} s, assigned "
           f"{over['assigned_s']:.1f} s, first checkpoint of its "
