@@ -177,9 +177,9 @@ def _strict(kind_reason: str) -> bool:
         in_ci() and kafka_dist.java_command() is not None)
 
 
-def _start_kafka(reason: str) -> KafkaBroker | str:
+def _start_kafka(reason: str, settings: dict[str, str] | None = None) -> KafkaBroker | str:
     """A started :class:`KafkaBroker`, or (when a fallback is allowed) why it could not start."""
-    handle = KafkaBroker()
+    handle = KafkaBroker(settings=settings)
     try:
         handle.start()
     except BrokerError as exc:
@@ -194,8 +194,9 @@ def _start_kafka(reason: str) -> KafkaBroker | str:
 
 
 @contextmanager
-def broker_info() -> Iterator[BrokerInfo]:
-    """A running Kafka-protocol broker by DESIGN §5's order (see the module docstring)."""
+def broker_info(settings: dict[str, str] | None = None) -> Iterator[BrokerInfo]:
+    """A running Kafka-protocol broker by DESIGN §5's order (see the module docstring);
+    ``settings``: server properties for a local Apache Kafka broker (ignored by the others)."""
     kind, reason = choose_broker()
     if kind == "env":
         given = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
@@ -209,7 +210,7 @@ def broker_info() -> Iterator[BrokerInfo]:
             yield BrokerInfo(address, kind, f"testcontainers Kafka at {address}", reason)
         return
     if kind == "kafka":
-        started = _start_kafka(reason)
+        started = _start_kafka(reason, settings)
         if isinstance(started, KafkaBroker):
             try:
                 yield BrokerInfo(started.bootstrap, "kafka", started.describe(), reason, started)

@@ -81,10 +81,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def server_properties(log_dir: Path, port: int, controller_port: int) -> str:
-    """The broker's ``server.properties`` text (one node, loopback listeners)."""
+def server_properties(log_dir: Path, port: int, controller_port: int,
+                      extra: dict[str, str] | None = None) -> str:
+    """The broker's ``server.properties`` text (one node, loopback listeners; ``extra`` over the
+    test defaults)."""
     settings = {
         **_SETTINGS,
+        **(extra or {}),
         "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
         "controller.quorum.voters": f"{NODE_ID}@127.0.0.1:{controller_port}",
@@ -156,7 +159,9 @@ class KafkaBroker(BrokerProcess):
     persistent = True  # the log directory is on disk: topics and records survive a restart
 
     def __init__(self, *, version: str | None = None, port: int | None = None,
-                 controller_port: int | None = None, workdir: str | Path | None = None) -> None:
+                 controller_port: int | None = None, workdir: str | Path | None = None,
+                 settings: dict[str, str] | None = None) -> None:
+        self.settings = dict(settings or {})  # server.properties over the test defaults
         self.version = version or kafka_dist.kafka_version()
         self.port = port or free_port()
         self.controller_port = controller_port or free_port()
@@ -182,7 +187,7 @@ class KafkaBroker(BrokerProcess):
             template = formatted_template(java, classpath, self.version)
             shutil.copytree(template, self.log_dir, dirs_exist_ok=True)
         (self.workdir / "server.properties").write_text(
-            server_properties(self.log_dir, self.port, self.controller_port))
+            server_properties(self.log_dir, self.port, self.controller_port, self.settings))
         (self.workdir / "log4j2.properties").write_text(
             _LOG4J2.format(log=self.workdir / "broker.log"))
         return [java, *JVM_OPTIONS,

@@ -8,7 +8,7 @@ import pytest
 from kafka.errors import ProducerFencedError, TransactionalIdAuthorizationFailedError
 
 from streambayes.errors import BrokerError
-from streambayes.runtime.kafka import transactions
+from streambayes.runtime.kafka import transactions, txn_producers
 from streambayes.runtime.kafka.transactions import Aborted, TransactionalSink
 
 
@@ -386,8 +386,8 @@ def test_a_transaction_call_that_never_returns_replaces_the_producer(monkeypatch
 
     made: list = []
     monkeypatch.setitem(transactions._BACKENDS, "confluent", _confluent_made(made))
-    monkeypatch.setattr(transactions, "_TIMEOUT", 0.1)
-    monkeypatch.setattr(transactions, "STUCK_MARGIN", 0.2)
+    monkeypatch.setattr(txn_producers, "_TIMEOUT", 0.1)
+    monkeypatch.setattr(txn_producers, "STUCK_MARGIN", 0.2)
     _HANGS[:] = [1]
     sink = TransactionalSink("confluent", "127.0.0.1:9", "tid", renew=True)
     start = time.monotonic()
@@ -410,8 +410,8 @@ def test_a_commit_that_never_returns_is_not_served_again(monkeypatch, renew):
     the committed offsets. A learner's shard stops (exit 1); its restart resumes from them."""
     made: list = []
     monkeypatch.setitem(transactions._BACKENDS, "confluent", _confluent_made(made))
-    monkeypatch.setattr(transactions, "_TIMEOUT", 0.1)
-    monkeypatch.setattr(transactions, "STUCK_MARGIN", 0.2)
+    monkeypatch.setattr(txn_producers, "_TIMEOUT", 0.1)
+    monkeypatch.setattr(txn_producers, "STUCK_MARGIN", 0.2)
     _HANGS[:], _COMMIT_HANGS[:] = [], [1]
     sink = TransactionalSink("confluent", "127.0.0.1:9", "tid", renew=renew)
     if renew:
@@ -452,7 +452,7 @@ def test_a_commit_that_keeps_timing_out_is_not_served_again(monkeypatch):
         return impl
 
     monkeypatch.setitem(transactions._BACKENDS, "confluent", make)
-    monkeypatch.setattr(transactions, "COMMIT_PATIENCE", 0.05)
+    monkeypatch.setattr(txn_producers, "COMMIT_PATIENCE", 0.05)
     sink = TransactionalSink("confluent", "127.0.0.1:9", "tid", renew=True)
     with pytest.raises(transactions.Unsettled, match="did not finish"):
         sink.exactly_once(_publish(sink), _Consumer(), "in", {0: 1})
