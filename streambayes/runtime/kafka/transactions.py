@@ -271,8 +271,9 @@ class TransactionalSink:
     def _restarted(self) -> Any:
         """A new producer with the same transactional id, tried again with backoff while its
         ``init_transactions`` times out (the broker is away: a renewal often follows a broker
-        restart) for up to :data:`ABORT_PATIENCE` seconds; then, on a stop request or on an error
-        that waiting does not cure, a :class:`BrokerError` (exit 1)."""
+        restart) for up to :data:`ABORT_PATIENCE` seconds; then, or on an error that waiting does
+        not cure, a :class:`BrokerError` (exit 1). A stop request meanwhile raises
+        :class:`NetworkUnavailable` (the command ends with status 0; nothing was committed)."""
         start = time.monotonic()
         backoff = Backoff(0.5, 5.0, stop=self.stop)
         while True:

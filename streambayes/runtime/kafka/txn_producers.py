@@ -19,7 +19,7 @@ from typing import Any
 from streambayes.errors import BrokerError
 from streambayes.runtime.kafka.bounded import CallThread, Stuck, close_producer
 
-logger = logging.getLogger("streambayes.runtime.kafka.transactions")
+logger = logging.getLogger(__name__)
 TRANSACTION_TIMEOUT_MS = 10_000
 _TIMEOUT = 30.0  # seconds for one transaction call (init, offsets, commit, abort)
 STUCK_MARGIN = 10.0  # past _TIMEOUT and this, a confluent transaction call is stuck (_limited)
