@@ -238,6 +238,19 @@ class AssignedSource:
         self._consumer.close(autocommit=False)
 
 
+_METADATA_MAX_AGE_MS = 5000
+
+
+def _know_topic(consumer: KafkaConsumer, topic: str) -> None:
+    """Have the client's metadata hold ``topic`` before it joins a group: a leader that assigns
+    before the topic's metadata has arrived gives every member nothing (seen once in CI: "No
+    partition metadata for topic", then no record for 20 s) until its next metadata refresh."""
+    try:
+        consumer.partitions_for_topic(topic)
+    except KafkaError as exc:  # the join goes on; the refresh finds the topic later
+        logger.warning("metadata for %s unavailable before joining the group: %s", topic, exc)
+
+
 class GroupSource:
     """Records of one topic read in a consumer group (DESIGN §4: predictors scale out this way).
 
@@ -261,8 +274,11 @@ class GroupSource:
         kwargs = dict(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                       auto_offset_reset=auto_offset_reset, **dict(options or {}))
         kwargs.setdefault("bootstrap_timeout_ms", _BOOTSTRAP_MS)
+        # the group leader sees new partitions (and a topic it missed) within 5 s, not 5 minutes
+        kwargs.setdefault("metadata_max_age_ms", _METADATA_MAX_AGE_MS)
         self._consumer = retrying(lambda: KafkaConsumer(**kwargs), f"connect to {bootstrap}",
                                   _CONNECT_ERRORS, self.stop)
+        _know_topic(self._consumer, topic)
         self._consumer.subscribe([topic])
         self._next: dict[int, int] = {}
         self._backoff = Backoff(stop=self.stop)
