@@ -33,13 +33,16 @@ _TAIL_MASK = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF], np.uint32)
 
 
 def ascii_word_ids(texts: list[str], lowercase: bool, mask: int, min_length: int = 1,
-                   ) -> tuple[np.ndarray, np.ndarray]:
+                   places: list | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(indptr (len(texts) + 1,), ids (int64)) of the ``\\w+`` words of ASCII ``texts``, in order;
-    ids are ``stable_hash(word) & mask``; words shorter than ``min_length`` are left out."""
+    ids are ``stable_hash(word) & mask``; words shorter than ``min_length`` are left out. With a
+    ``places`` list, (the joined words' string, starts, ends) is appended to it: word ``i`` is
+    ``string[starts[i]:ends[i]]``."""
     joined = " " + " ".join(texts) + " "
     if lowercase:
         joined = joined.lower()
-    buf = np.frombuffer(joined.translate(_NON_WORD_TO_SPACE).encode("ascii"), np.uint8)
+    spaced = joined.translate(_NON_WORD_TO_SPACE)
+    buf = np.frombuffer(spaced.encode("ascii"), np.uint8)
     word = buf != 32
     edges = np.flatnonzero(word[1:] != word[:-1]) + 1  # start, end, start, end, ...
     starts, ends = edges[0::2], edges[1::2]
@@ -50,6 +53,8 @@ def ascii_word_ids(texts: list[str], lowercase: bool, mask: int, min_length: int
     np.cumsum([len(t) + 1 for t in texts], out=text_starts[1:])
     text_starts[1:] += 1
     indptr = np.searchsorted(starts, text_starts).astype(np.int64)
+    if places is not None:
+        places.append((spaced, starts, ends))
     return indptr, murmur3_32(buf, starts, ends).astype(np.int64) & mask
 
 
@@ -63,49 +68,117 @@ def ascii_words(texts: list[str], lowercase: bool, min_length: int = 1) -> list[
     return words if min_length <= 1 else [w for w in words if len(w) >= min_length]
 
 
-def text_ids(texts: list[str], tokenizer: Tokenizer, hasher: FeatureHasher,
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """(indptr, ids) of ``texts`` as ``hasher.bucket(word)`` for every ``tokenizer(text)`` word, in
-    order: ASCII texts in one numpy pass when the tokenizer takes plain ``\\w+`` words
-    (:attr:`Tokenizer.plain_words`), the others word by word."""
+def text_ids(texts: list[str], tokenizer: Tokenizer, hasher: FeatureHasher, places: bool = False,
+             ) -> tuple[np.ndarray, np.ndarray, TokenPlaces | None]:
+    """(indptr, ids, places) of ``texts``: ids are ``hasher.bucket(word)`` for every
+    ``tokenizer(text)`` word, in order: ASCII texts in one numpy pass when the tokenizer takes
+    plain ``\\w+`` words (:attr:`Tokenizer.plain_words`), the others word by word. With
+    ``places``, a :class:`TokenPlaces` that names any of the words without tokenizing again."""
     mask = hasher.n_features - 1
     fast = [i for i, t in enumerate(texts) if t.isascii()] if tokenizer.plain_words else []
+    spans: list | None = [] if places else None
     if len(fast) == len(texts):
-        return _ascii_in_passes(texts, tokenizer.lowercase, mask, tokenizer.min_token_length)
+        indptr, ids, text_pass = _ascii_in_passes(texts, tokenizer.lowercase, mask,
+                                                  tokenizer.min_token_length, spans)
+        return indptr, ids, None if spans is None else TokenPlaces(
+            indptr, spans, np.arange(len(texts), dtype=np.int64), text_pass, [])
     slow = sorted(set(range(len(texts))).difference(fast))
     words = [tokenizer(texts[i]) for i in slow]
     parts = [(np.array(slow, np.int64), _indptr([len(w) for w in words]),
               hasher.bucket_array([t for w in words for t in w]))]
+    text_pass = None
     if fast:
-        parts.append((np.array(fast, np.int64),
-                      *_ascii_in_passes([texts[i] for i in fast], tokenizer.lowercase, mask,
-                                        tokenizer.min_token_length)))
+        fast_indptr, fast_ids, text_pass = _ascii_in_passes(
+            [texts[i] for i in fast], tokenizer.lowercase, mask, tokenizer.min_token_length, spans)
+        parts.append((np.array(fast, np.int64), fast_indptr, fast_ids))
     counts = np.zeros(len(texts), np.int64)
-    for at, indptr, _ in parts:
-        counts[at] = np.diff(indptr)
+    for at, sub, _ in parts:
+        counts[at] = np.diff(sub)
     indptr = _indptr(counts)
     ids = np.empty(indptr[-1], np.int64)
     for at, sub, sub_ids in parts:  # each part's words to where its texts' words go
         ids[np.repeat(indptr[at] - sub[:-1], np.diff(sub)) + np.arange(len(sub_ids))] = sub_ids
-    return indptr, ids
+    if spans is None:
+        return indptr, ids, None
+    # a text's place: its index among the fast texts (>= 0) or -1 - its index among the slow ones
+    local = np.empty(len(texts), np.int64)
+    local[parts[0][0]] = -1 - np.arange(len(slow))
+    if fast:
+        local[parts[1][0]] = np.arange(len(fast))
+    return indptr, ids, TokenPlaces(indptr, spans, local, text_pass, words,
+                                    parts[1][1] if fast else None)
+
+
+class TokenPlaces:
+    """Where each word of a batch's texts is, so that a few can be named (the clues) without
+    tokenizing every text again: ASCII texts' words are slices of the string their numpy pass
+    joined, the other texts' words the tokenizer's lists. Positions count the words of all the
+    texts in order (the batch's token order); ``offset`` shifts them (a slice of the batch)."""
+
+    def __init__(self, indptr: np.ndarray, spans: list, local: np.ndarray, text_pass: np.ndarray | None,
+                 slow_words: list[list[str]], fast_indptr: np.ndarray | None = None, offset: int = 0):
+        self.indptr = indptr  # word positions of each text
+        self.spans = spans  # per numpy pass: (string, starts, ends)
+        self.local = local  # per text: its index among the fast texts, or -1 - among the slow
+        self.text_pass = text_pass  # per fast text: its pass
+        self.slow_words = slow_words
+        self.fast_indptr = indptr if fast_indptr is None else fast_indptr  # over the fast texts
+        self.offset = offset
+
+    def shifted(self, by: int) -> TokenPlaces:
+        """The same places for the words from position ``by`` on (a slice of the batch)."""
+        return TokenPlaces(self.indptr, self.spans, self.local, self.text_pass, self.slow_words,
+                           self.fast_indptr, self.offset + by)
+
+    def names(self, positions: np.ndarray) -> list[str]:
+        """The words at ``positions``, in that order."""
+        positions = np.asarray(positions, np.int64) + self.offset
+        text = np.searchsorted(self.indptr, positions, side="right") - 1
+        within = positions - self.indptr[text]
+        local = self.local[text]
+        out: list = [None] * len(positions)
+        slow = np.flatnonzero(local < 0)
+        if len(slow):
+            words = self.slow_words
+            for at, t, w in zip(slow.tolist(), (-1 - local[slow]).tolist(), within[slow].tolist(),
+                                strict=True):
+                out[at] = words[t][w]
+        fast = np.flatnonzero(local >= 0)
+        if not len(fast):
+            return out
+        word = self.fast_indptr[local[fast]] + within[fast]  # among all the fast texts' words
+        passes = self.text_pass[local[fast]]
+        first = 0
+        for j, (string, starts, ends) in enumerate(self.spans):
+            mine = np.flatnonzero(passes == j) if len(self.spans) > 1 else np.arange(len(fast))
+            if len(mine):
+                w = word[mine] - first
+                for at, a, b in zip(fast[mine].tolist(), starts[w].tolist(), ends[w].tolist(),
+                                    strict=True):
+                    out[at] = string[a:b]
+            first += len(starts)
+        return out
 
 
 def _ascii_in_passes(texts: list[str], lowercase: bool, mask: int, min_length: int,
-                     ) -> tuple[np.ndarray, np.ndarray]:
+                     places: list | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`ascii_word_ids` in passes of about ``CHUNK_CHARS`` characters (whole texts; a word
-    never spans two texts, so the ids are the same as in one pass)."""
+    never spans two texts, so the ids are the same as in one pass), and the pass of each text."""
     passes, start, size = [], 0, 0
+    text_pass = np.zeros(len(texts), np.int64)
     for i, text in enumerate(texts):
         size += len(text) + 1
         if size >= CHUNK_CHARS:
-            passes.append(ascii_word_ids(texts[start:i + 1], lowercase, mask, min_length))
+            text_pass[start:i + 1] = len(passes)
+            passes.append(ascii_word_ids(texts[start:i + 1], lowercase, mask, min_length, places))
             start, size = i + 1, 0
     if start < len(texts) or not passes:
-        passes.append(ascii_word_ids(texts[start:], lowercase, mask, min_length))
+        text_pass[start:] = len(passes)
+        passes.append(ascii_word_ids(texts[start:], lowercase, mask, min_length, places))
     if len(passes) == 1:
-        return passes[0]
+        return (*passes[0], text_pass)
     counts = np.concatenate([np.diff(indptr) for indptr, _ in passes])
-    return _indptr(counts), np.concatenate([ids for _, ids in passes])
+    return _indptr(counts), np.concatenate([ids for _, ids in passes]), text_pass
 
 
 def _indptr(counts) -> np.ndarray:
@@ -182,4 +255,4 @@ def _rotl_inplace(x: np.ndarray, r: int, tmp: np.ndarray) -> None:
     x |= tmp
 
 
-__all__ = ["LONG_WORD", "ascii_word_ids", "murmur3_32", "stable_hash", "text_ids"]
+__all__ = ["LONG_WORD", "TokenPlaces", "ascii_word_ids", "murmur3_32", "stable_hash", "text_ids"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from streambayes.errors import FeatureError
-from streambayes.features.ascii_words import ascii_words, text_ids
+from streambayes.features.ascii_words import TokenPlaces, ascii_words, text_ids
 from streambayes.features.hashing import FeatureHasher
 from streambayes.features.text import Tokenizer
 
@@ -64,6 +64,7 @@ class Batch:
     words: list[list[str]] | None = None  # token strings per row, kept for clues
     flat_words: list[str] | None = None  # every token string, in ``tokens`` order (for clues)
     word_source: _WordSource | None = None  # the texts, to make the token strings on demand
+    places: TokenPlaces | None = None  # where each token's word is (clues name a few of them)
 
     def token_strings(self) -> list[str] | None:
         """Every token string in ``tokens`` order: kept, else made again from the batch's texts
@@ -74,6 +75,14 @@ class Batch:
             self.flat_words = [w for row in self.words for w in row]
         return self.flat_words
 
+    def token_names(self, positions: np.ndarray) -> list[str]:
+        """The word strings of the tokens at ``positions`` (in ``tokens`` order): sliced from where
+        the featurizer found them when it kept their places, else from :meth:`token_strings`."""
+        if self.flat_words is None and self.places is not None:
+            return self.places.names(positions)
+        words = self.token_strings() or []
+        return list(map(words.__getitem__, np.asarray(positions).tolist()))
+
     def slice(self, start: int, stop: int) -> Batch:
         """Rows ``start … stop-1`` as a batch of their own."""
         lo, hi = self.tokens.indptr[start], self.tokens.indptr[stop]
@@ -83,7 +92,8 @@ class Batch:
                      {k: c[start:stop] for k, c in self.numeric.items()},
                      None if self.words is None else self.words[start:stop],
                      None if self.flat_words is None else self.flat_words[lo:hi],
-                     None if self.word_source is None else self.word_source.rows(start, stop))
+                     None if self.word_source is None else self.word_source.rows(start, stop),
+                     None if self.places is None else self.places.shifted(int(lo)))
 
 
 class _WordSource:
@@ -142,7 +152,11 @@ class Featurizer:
         return {"n_features": self.n_features, "text_fields": sorted(self.text_fields),
                 **self.tokenizer.params()}
 
-    def featurize(self, xs: Sequence[Mapping], keep_words: bool = False) -> Batch:
+    def featurize(self, xs: Sequence[Mapping], keep_words: bool = False,
+                  keep_places: bool = False) -> Batch:
+        """The batch of ``xs``. ``keep_words``: every token's string, per row (one event's clues);
+        ``keep_places``: where each token's word is, so that a few can be named later (a batch's
+        clues) without tokenizing the texts again; neither: the words are made again on demand."""
         n = len(xs)
         texts: list[str] = []  # every text of the batch, tokenized and hashed together at the end
         text_rows: list[int] = []
@@ -169,16 +183,17 @@ class Featurizer:
                     if col is None:
                         col = num[key] = np.full(n, np.nan)
                     col[i] = _number(key, value)
-        indptr, buckets, words = self._text(texts, text_rows, n, keep_words)
+        indptr, buckets, words, places = self._text(texts, text_rows, n, keep_words, keep_places)
         tokens = SparseRows(indptr, buckets, np.ones(len(buckets)))
         categorical = {k: np.array(v, dtype=object) for k, v in cat.items()}
         flat = None if words is None else [w for row in words for w in row]
         return Batch(n, tokens, categorical, num, words, flat,
-                     None if keep_words else _WordSource(texts, text_rows, self.tokenizer))
+                     None if keep_words else _WordSource(texts, text_rows, self.tokenizer), places)
 
-    def _text(self, texts: list[str], rows: list[int], n: int, keep_words: bool,
-              ) -> tuple[np.ndarray, np.ndarray, list[list[str]] | None]:
-        """(indptr over the n rows, bucket of every word, the words per row if kept)."""
+    def _text(self, texts: list[str], rows: list[int], n: int, keep_words: bool, keep_places: bool,
+              ) -> tuple[np.ndarray, np.ndarray, list[list[str]] | None, TokenPlaces | None]:
+        """(indptr over the n rows, bucket of every word, the words per row if kept, the words'
+        places if kept)."""
         if keep_words:
             per_row: list[list[str]] = [[] for _ in range(n)]
             for i, text in zip(rows, texts, strict=True):
@@ -186,12 +201,12 @@ class Featurizer:
             flat = [w for row in per_row for w in row]
             indptr = np.zeros(n + 1, np.int64)
             np.cumsum([len(row) for row in per_row], out=indptr[1:])
-            return indptr, self.hasher.bucket_array(flat), per_row
-        text_indptr, buckets = text_ids(texts, self.tokenizer, self.hasher)
+            return indptr, self.hasher.bucket_array(flat), per_row, None
+        text_indptr, buckets, places = text_ids(texts, self.tokenizer, self.hasher, keep_places)
         indptr = np.zeros(n + 1, np.int64)
         np.cumsum(np.bincount(np.array(rows, np.int64), np.diff(text_indptr), minlength=n).astype(np.int64),
                   out=indptr[1:])
-        return indptr, buckets, None
+        return indptr, buckets, None, places
 
 
 def _number(key: str, value: object) -> float:

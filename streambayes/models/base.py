@@ -141,8 +141,11 @@ class NaiveBayesBase:
     def featurize(self, xs: Sequence[Mapping], keep_words: bool = False) -> Batch:
         """The batch of ``xs``; the last one is remembered (with the dicts, by identity) so that
         ``clues_many`` on the same dicts — the predictor's clues right after its predictions — does
-        not featurize them again. A dict changed in place in between is not noticed."""
-        batch = self._featurizer.featurize(xs, keep_words=keep_words)
+        not featurize them again. A dict changed in place in between is not noticed. Once clues
+        were asked for, batches keep their words' places, so a batch's clues name their words
+        without tokenizing its texts again."""
+        batch = self._featurizer.featurize(xs, keep_words=keep_words,
+                                           keep_places=getattr(self, "_name_places", False))
         self._last_batch = (list(xs), batch)
         return batch
 
@@ -319,6 +322,7 @@ class NaiveBayesBase:
 
         if len(self._classes) < 2:
             return [[] for _ in X]
+        self._name_places = True  # a predictor with clues: its next batches keep their places
         batch = X if isinstance(X, Batch) else self._featurized(X)
         order = np.argsort(-self.joint_log_likelihood_many(batch), axis=1, kind="stable")
         if not batch.n:
