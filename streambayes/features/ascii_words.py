@@ -78,19 +78,16 @@ def text_ids(texts: list[str], tokenizer: Tokenizer, hasher: FeatureHasher, plac
     fast = [i for i, t in enumerate(texts) if t.isascii()] if tokenizer.plain_words else []
     spans: list | None = [] if places else None
     if len(fast) == len(texts):
-        indptr, ids, text_pass = _ascii_in_passes(texts, tokenizer.lowercase, mask,
-                                                  tokenizer.min_token_length, spans)
-        return indptr, ids, None if spans is None else TokenPlaces(
-            indptr, spans, np.arange(len(texts), dtype=np.int64), text_pass, [])
+        indptr, ids = _ascii_in_passes(texts, tokenizer.lowercase, mask,
+                                       tokenizer.min_token_length, spans)
+        return indptr, ids, None if spans is None else TokenPlaces.of(indptr, indptr[:-1], spans, [])
     slow = sorted(set(range(len(texts))).difference(fast))
     words = [tokenizer(texts[i]) for i in slow]
     parts = [(np.array(slow, np.int64), _indptr([len(w) for w in words]),
               hasher.bucket_array([t for w in words for t in w]))]
-    text_pass = None
     if fast:
-        fast_indptr, fast_ids, text_pass = _ascii_in_passes(
-            [texts[i] for i in fast], tokenizer.lowercase, mask, tokenizer.min_token_length, spans)
-        parts.append((np.array(fast, np.int64), fast_indptr, fast_ids))
+        parts.append((np.array(fast, np.int64), *_ascii_in_passes(
+            [texts[i] for i in fast], tokenizer.lowercase, mask, tokenizer.min_token_length, spans)))
     counts = np.zeros(len(texts), np.int64)
     for at, sub, _ in parts:
         counts[at] = np.diff(sub)
@@ -100,85 +97,83 @@ def text_ids(texts: list[str], tokenizer: Tokenizer, hasher: FeatureHasher, plac
         ids[np.repeat(indptr[at] - sub[:-1], np.diff(sub)) + np.arange(len(sub_ids))] = sub_ids
     if spans is None:
         return indptr, ids, None
-    # a text's place: its index among the fast texts (>= 0) or -1 - its index among the slow ones
-    local = np.empty(len(texts), np.int64)
-    local[parts[0][0]] = -1 - np.arange(len(slow))
+    # where each text's words start among the named words: the fast texts' (in the order of the
+    # passes), then the slow texts'
+    first = np.empty(len(texts), np.int64)
+    n_fast = int(parts[1][1][-1]) if fast else 0
+    first[parts[0][0]] = n_fast + parts[0][1][:-1]
     if fast:
-        local[parts[1][0]] = np.arange(len(fast))
-    return indptr, ids, TokenPlaces(indptr, spans, local, text_pass, words,
-                                    parts[1][1] if fast else None)
+        first[parts[1][0]] = parts[1][1][:-1]
+    return indptr, ids, TokenPlaces.of(indptr, first, spans, words)
 
 
 class TokenPlaces:
     """Where each word of a batch's texts is, so that a few can be named (the clues) without
-    tokenizing every text again: ASCII texts' words are slices of the string their numpy pass
-    joined, the other texts' words the tokenizer's lists. Positions count the words of all the
-    texts in order (the batch's token order); ``offset`` shifts them (a slice of the batch)."""
+    tokenizing every text again: word ``i`` (in naming order) is ``string[starts[i]:ends[i]]``,
+    where ``string`` joins the numpy passes' strings of the ASCII texts and the tokenizer's words
+    of the others. Positions count the words of all the texts in order (the batch's token order);
+    ``offset`` shifts them (a slice of the batch)."""
 
-    def __init__(self, indptr: np.ndarray, spans: list, local: np.ndarray, text_pass: np.ndarray | None,
-                 slow_words: list[list[str]], fast_indptr: np.ndarray | None = None, offset: int = 0):
-        self.indptr = indptr  # word positions of each text
-        self.spans = spans  # per numpy pass: (string, starts, ends)
-        self.local = local  # per text: its index among the fast texts, or -1 - among the slow
-        self.text_pass = text_pass  # per fast text: its pass
-        self.slow_words = slow_words
-        self.fast_indptr = indptr if fast_indptr is None else fast_indptr  # over the fast texts
+    def __init__(self, indptr: np.ndarray, first: np.ndarray, string: str, starts: np.ndarray,
+                 ends: np.ndarray, offset: int = 0) -> None:
+        self.indptr = indptr  # token positions of each text
+        self.first = first  # naming index of each text's first word
+        self.string, self.starts, self.ends = string, starts, ends
         self.offset = offset
+
+    @classmethod
+    def of(cls, indptr: np.ndarray, first: np.ndarray, spans: list, slow_words: list[list[str]],
+           ) -> TokenPlaces:
+        """From the passes' (string, starts, ends) and the other texts' words."""
+        strings, starts, ends, at = [], [], [], 0
+        for string, s, e in spans:
+            strings.append(string)
+            starts.append(s + at)
+            ends.append(e + at)
+            at += len(string)
+        flat = [w for words in slow_words for w in words]
+        if flat:
+            lengths = np.fromiter(map(len, flat), np.int64, len(flat)) + 1  # each word and a space
+            bounds = np.zeros(len(flat) + 1, np.int64)
+            np.cumsum(lengths, out=bounds[1:])
+            strings.append(" ".join(flat))
+            starts.append(bounds[:-1] + at)
+            ends.append(bounds[1:] - 1 + at)
+        empty = np.zeros(0, np.int64)
+        return cls(indptr, first, "".join(strings), np.concatenate(starts) if starts else empty,
+                   np.concatenate(ends) if ends else empty)
 
     def shifted(self, by: int) -> TokenPlaces:
         """The same places for the words from position ``by`` on (a slice of the batch)."""
-        return TokenPlaces(self.indptr, self.spans, self.local, self.text_pass, self.slow_words,
-                           self.fast_indptr, self.offset + by)
+        return TokenPlaces(self.indptr, self.first, self.string, self.starts, self.ends,
+                           self.offset + by)
 
     def names(self, positions: np.ndarray) -> list[str]:
         """The words at ``positions``, in that order."""
         positions = np.asarray(positions, np.int64) + self.offset
         text = np.searchsorted(self.indptr, positions, side="right") - 1
-        within = positions - self.indptr[text]
-        local = self.local[text]
-        out: list = [None] * len(positions)
-        slow = np.flatnonzero(local < 0)
-        if len(slow):
-            words = self.slow_words
-            for at, t, w in zip(slow.tolist(), (-1 - local[slow]).tolist(), within[slow].tolist(),
-                                strict=True):
-                out[at] = words[t][w]
-        fast = np.flatnonzero(local >= 0)
-        if not len(fast):
-            return out
-        word = self.fast_indptr[local[fast]] + within[fast]  # among all the fast texts' words
-        passes = self.text_pass[local[fast]]
-        first = 0
-        for j, (string, starts, ends) in enumerate(self.spans):
-            mine = np.flatnonzero(passes == j) if len(self.spans) > 1 else np.arange(len(fast))
-            if len(mine):
-                w = word[mine] - first
-                for at, a, b in zip(fast[mine].tolist(), starts[w].tolist(), ends[w].tolist(),
-                                    strict=True):
-                    out[at] = string[a:b]
-            first += len(starts)
-        return out
+        word = self.first[text] + positions - self.indptr[text]
+        string = self.string
+        return [string[a:b] for a, b in zip(self.starts[word].tolist(), self.ends[word].tolist(),
+                                             strict=True)]
 
 
 def _ascii_in_passes(texts: list[str], lowercase: bool, mask: int, min_length: int,
-                     places: list | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                     places: list | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`ascii_word_ids` in passes of about ``CHUNK_CHARS`` characters (whole texts; a word
-    never spans two texts, so the ids are the same as in one pass), and the pass of each text."""
+    never spans two texts, so the ids are the same as in one pass)."""
     passes, start, size = [], 0, 0
-    text_pass = np.zeros(len(texts), np.int64)
     for i, text in enumerate(texts):
         size += len(text) + 1
         if size >= CHUNK_CHARS:
-            text_pass[start:i + 1] = len(passes)
             passes.append(ascii_word_ids(texts[start:i + 1], lowercase, mask, min_length, places))
             start, size = i + 1, 0
     if start < len(texts) or not passes:
-        text_pass[start:] = len(passes)
         passes.append(ascii_word_ids(texts[start:], lowercase, mask, min_length, places))
     if len(passes) == 1:
-        return (*passes[0], text_pass)
+        return passes[0]
     counts = np.concatenate([np.diff(indptr) for indptr, _ in passes])
-    return _indptr(counts), np.concatenate([ids for _, ids in passes]), text_pass
+    return _indptr(counts), np.concatenate([ids for _, ids in passes])
 
 
 def _indptr(counts) -> np.ndarray:
