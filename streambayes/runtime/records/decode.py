@@ -39,6 +39,7 @@ import io
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import PurePath
 from typing import Any
 
@@ -51,6 +52,7 @@ from streambayes.runtime.records.limits import RecordLimits
 from streambayes.runtime.records.plain_batch import plain_texts
 from streambayes.runtime.records.sources import Format, Record
 
+_VALUE, _SIZE = attrgetter("value"), attrgetter("size")
 _INT = re.compile(r"[+-]?\d+")
 _FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _FILE_SUFFIXES = frozenset({".gz", ".gzip", ".bz2", ".xz", ".zst", ".jsonl", ".json", ".ndjson",
@@ -193,10 +195,10 @@ class Decoder:
         limits = self.limits  # a plain event nests 1 level and holds no number: only its size counts
         if not (self._plain_json and self.require_label) or len(records) < 2:
             return None
-        size = limits.max_record_bytes
-        if any(r.size is not None or len(r.value) > size for r in records):
+        values = list(map(_VALUE, records))  # (over the whole batch in C: no Python step per record)
+        if max(map(len, values)) > limits.max_record_bytes or \
+                list(map(_SIZE, records)).count(None) != len(records):  # a record's head only
             return None
-        values = [r.value for r in records]
         return plain_texts(values, b"[" + b",".join(values) + b"]", limits)
 
     def decode(self, record: Record) -> Decoded | DeadLetter:

