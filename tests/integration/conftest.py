@@ -40,11 +40,32 @@ def pytest_report_collectionfinish(config, start_path, items):
     return None
 
 
-def pytest_terminal_summary(terminalreporter):
+def _ran() -> list[str]:
+    lines = []
     for info in _used:
         took = getattr(info.handle, "start_seconds", None)
-        started = "" if took is None else f", started in {took:.1f} s"
-        terminalreporter.write_line(f"integration broker: {info}{started}")
+        lines.append(f"integration broker: {info}{'' if took is None else f', started in {took:.1f} s'}")
+    return lines
+
+
+_from_workers: list[str] = []  # pytest-xdist: what each worker's session ran
+
+
+def pytest_sessionfinish(session):
+    """On a pytest-xdist worker, hand the broker lines to the controller (its summary prints them)."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["integration_brokers"] = _ran()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    _from_workers.extend(getattr(node, "workeroutput", {}).get("integration_brokers", []))
+
+
+def pytest_terminal_summary(terminalreporter):
+    for line in _ran() + [f"{line} (worker)" for line in _from_workers]:
+        terminalreporter.write_line(line)
 
 
 def pytest_collection_modifyitems(items):
