@@ -2,10 +2,12 @@
 
 A clue is (feature, its term in ``log P(top|x) - log P(second|x)``). ``clues_one`` scores one event;
 here every component gives the terms of *all* events as flat arrays (row, name, per-class vector),
-the per-row differences top - runner-up are taken in one indexing, and the k largest |terms| of each
-row are found by one ``np.lexsort`` on (row, -|term|) plus the row starts — no padded (events x
-longest event) matrix, so a long document costs its own length only. Only the picked terms are
-named. Ties are ordered as
+the per-row differences top - runner-up are taken in one indexing, and the k-th largest |term| of
+each row by one ``np.partition`` of the (events x longest event) matrix padded with -inf while it
+is small (at most ``PARTITION_CELLS``, and 16 times the terms), else by one ``np.lexsort`` on
+(row, -|term|), so a long document costs its own length only. Only the picked terms are named
+(from the places the featurizer kept, :meth:`~streambayes.features.Batch.token_names`). Ties are
+ordered as
 ``clues_one`` orders them: by |term| (descending), then name, then term order, so the two agree
 exactly, ties included. Components without a batched form (the semi-naive ones) are asked row by
 row, as ``clues_one`` does.
@@ -22,6 +24,8 @@ import numpy as np
 from streambayes.features import Batch
 from streambayes.models.field_components import Categorical, Gaussian
 from streambayes.models.token_components import TokenTable
+
+PARTITION_CELLS = 1 << 20  # the padded matrix of _kth_largest: at most 8 MiB (and its copy)
 
 
 @contextmanager
@@ -80,7 +84,8 @@ def _kth_largest(rows: np.ndarray, size: np.ndarray, n: int, k: int) -> np.ndarr
         rows, size = rows[by_row], size[by_row]
     starts = np.zeros(n + 1, np.int64)
     np.cumsum(counts, out=starts[1:])
-    if n * longest <= 16 * len(rows) + 65536:  # (a partition is some 20x cheaper per cell than a sort)
+    # a partition is some 20x cheaper per cell than a sort; the matrix (and its copy) stay small
+    if n * longest <= min(16 * len(rows) + 65536, PARTITION_CELLS):
         matrix = np.full((n, longest), -np.inf)
         matrix[rows, np.arange(len(rows)) - starts[rows]] = size
         return np.partition(matrix, longest - k, axis=1)[:, longest - k]

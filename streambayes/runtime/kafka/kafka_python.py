@@ -238,17 +238,11 @@ class AssignedSource:
         self._consumer.close(autocommit=False)
 
 
+# A group leader that assigns before the topic's metadata has arrived gives every member nothing
+# (seen once in CI: "No partition metadata for topic", then no record for 20 s) until a metadata
+# refresh shows the partitions and the group joins again: kafka-python refreshes every 5 minutes
+# unless told otherwise (so do new partitions show up). Group members refresh every 5 s.
 _METADATA_MAX_AGE_MS = 5000
-
-
-def _know_topic(consumer: KafkaConsumer, topic: str) -> None:
-    """Have the client's metadata hold ``topic`` before it joins a group: a leader that assigns
-    before the topic's metadata has arrived gives every member nothing (seen once in CI: "No
-    partition metadata for topic", then no record for 20 s) until its next metadata refresh."""
-    try:
-        consumer.partitions_for_topic(topic)
-    except KafkaError as exc:  # the join goes on; the refresh finds the topic later
-        logger.warning("metadata for %s unavailable before joining the group: %s", topic, exc)
 
 
 class GroupSource:
@@ -278,7 +272,6 @@ class GroupSource:
         kwargs.setdefault("metadata_max_age_ms", _METADATA_MAX_AGE_MS)
         self._consumer = retrying(lambda: KafkaConsumer(**kwargs), f"connect to {bootstrap}",
                                   _CONNECT_ERRORS, self.stop)
-        _know_topic(self._consumer, topic)
         self._consumer.subscribe([topic])
         self._next: dict[int, int] = {}
         self._backoff = Backoff(stop=self.stop)

@@ -21,7 +21,7 @@ from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssi
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
-from streambayes.runtime.kafka.kafka_python import _BOOTSTRAP_MS, _CONNECT_ERRORS, _know_topic, _poll
+from streambayes.runtime.kafka.kafka_python import _BOOTSTRAP_MS, _CONNECT_ERRORS, _poll
 from streambayes.runtime.records.sources import Record
 from streambayes.runtime.retry import Backoff, retrying
 
@@ -60,7 +60,6 @@ class MemberSource:
         kwargs.setdefault("bootstrap_timeout_ms", _BOOTSTRAP_MS)
         self._consumer = retrying(lambda: KafkaConsumer(**kwargs), f"connect to {bootstrap}",
                                   _CONNECT_ERRORS, self.stop)
-        _know_topic(self._consumer, topic)
         self._consumer.subscribe([topic], listener=_Listener(self))
         self._next: dict[int, int] = {}
         self._owned: set[int] = set()  # the partitions the listener was given and holds
