@@ -31,6 +31,10 @@
 - ``STREAMBAYES_KAFKA_DELIVERY_DEADLINE``: seconds a sink keeps re-sending after a retriable
   failure before it gives up with an error (default 120); errors that cannot succeed (a message
   too large, an authorization failure...) are not retried.
+- ``STREAMBAYES_KAFKA_FETCH_AHEAD`` (default 4; kafka-python only): ``learn --partitions`` and
+  ``replay`` of a Kafka topic fetch in a helper process, which reads at most this many batches
+  of 2,000 records ahead of the learner and then waits for it; ``0`` fetches in the learner's
+  own process (:mod:`streambayes.runtime.kafka.kafka_python_fetch`).
 - ``STREAMBAYES_SINK_MAX_LINE_BYTES``: the longest line a JSONL file sink writes (default
   1048576); a longer dead letter is truncated to fit (with the payload's size and sha256), a
   longer posterior becomes a dead letter.
@@ -109,6 +113,7 @@ class Settings(BaseSettings):
     kafka_max_poll_interval_ms: int = Field(default=300_000, ge=1000)
     kafka_delivery_deadline: float = Field(default=120.0, gt=0)
     kafka_connect_deadline: float = Field(default=30.0, gt=0)  # every command, both clients
+    kafka_fetch_ahead: int = Field(default=4, ge=0)  # STREAMBAYES_KAFKA_FETCH_AHEAD (kafka-python)
     sink_max_line_bytes: int = Field(default=1_048_576, ge=1024)
     snapshot_key: SecretStr | None = None  # STREAMBAYES_SNAPSHOT_KEY: HMAC-sign and check snapshots
     snapshot_max_bytes: int = Field(default=4 * 2**30, gt=0)

@@ -13,7 +13,7 @@ import os
 import threading
 import time
 import uuid
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, TopicPartition
 from streambayes.errors import BrokerError
 from streambayes.runtime.kafka import confluent as kafka_confluent
 from streambayes.runtime.kafka import kafka_python
+from streambayes.runtime.kafka.kafka_python_fetch import FetchedSource
 from streambayes.runtime.records.sources import Record
 
 GROUP_OPTIONS = {
@@ -32,6 +33,16 @@ GROUP_OPTIONS = {
 @pytest.fixture(params=[kafka_python, kafka_confluent], ids=lambda module: module.NAME)
 def backend(request) -> ModuleType:
     return request.param
+
+
+# kafka-python with its fetch helper process (``learn --partitions`` and ``replay``'s default):
+# the assigned-source tests run on it too
+fetch_helper = SimpleNamespace(
+    NAME="kafka-python-fetch-helper", __name__=kafka_python.__name__, AssignedSource=FetchedSource,
+    KafkaSink=kafka_python.KafkaSink, create_topic=kafka_python.create_topic,
+    wait_for_records=kafka_python.wait_for_records)
+assigned_backends = pytest.mark.parametrize(
+    "backend", [kafka_python, fetch_helper, kafka_confluent], ids=lambda module: module.NAME)
 
 
 def produce(backend: ModuleType, bootstrap: str, topic: str, first: int, last: int) -> None:
@@ -79,6 +90,7 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[s
     return {str(tp.partition): tp.offset for tp in found if tp.offset >= 0}
 
 
+@assigned_backends
 def test_assigned_source_reads_everything_then_resumes_from_positions(backend, bootstrap,
                                                                       new_topic):
     topic = new_topic(3)
@@ -106,6 +118,7 @@ def test_assigned_source_reads_everything_then_resumes_from_positions(backend, b
     resumed.close()
 
 
+@assigned_backends
 def test_offset_ranges_for_replay(backend, broker, new_topic):
     """Apache Kafka answers exactly; Tansu can report end offsets one produce batch short and
     answers a time after the last record with offset 0 where Kafka says "none" (-1), so on
@@ -140,6 +153,7 @@ def test_offset_ranges_for_replay(backend, broker, new_topic):
     source.close()
 
 
+@assigned_backends
 def test_seek_to_a_middle_offset_and_one_partition_only(backend, bootstrap, new_topic):
     topic = new_topic(3)
     produce(backend, bootstrap, topic, 0, 60)
@@ -166,6 +180,7 @@ def test_seek_to_a_middle_offset_and_one_partition_only(backend, bootstrap, new_
     source.close()
 
 
+@assigned_backends
 def test_partitions_that_appear_later_are_picked_up(backend, bootstrap):
     topic = f"later-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     every = backend.AssignedSource(bootstrap, topic, refresh_seconds=0.3)
@@ -181,6 +196,7 @@ def test_partitions_that_appear_later_are_picked_up(backend, bootstrap):
     second.close()
 
 
+@assigned_backends
 def test_a_missing_partition_is_waited_for_with_a_warning(backend, bootstrap, new_topic, caplog):
     topic = new_topic(1)
     produce(backend, bootstrap, topic, 0, 5)
@@ -253,6 +269,7 @@ def test_client_options_map_the_security_names(backend, expected):
     assert backend.client_options(None, None) == {}
 
 
+@assigned_backends
 def test_a_source_waits_while_the_broker_is_down_and_reconnects(backend, own_broker):
     """The broker is stopped under a source and started again on the same port; the same
     source object waits meanwhile and goes on from its positions. Apache Kafka keeps the topic
@@ -296,14 +313,14 @@ def test_both_backends_replay_a_multi_partition_range_in_the_same_order(broker, 
     sink.close()
     kafka_python.wait_for_records(broker.bootstrap, topic, 600)
     orders = {}
-    for module in (kafka_python, kafka_confluent):
+    for module in (kafka_python, fetch_helper, kafka_confluent):
         rng = KafkaRange(module.AssignedSource(broker.bootstrap, topic), "5", None)
         got = []
         while records := rng.poll(64):
             got += [(r.partition, r.offset, r.timestamp) for r in records]
         rng.close()
         orders[module.NAME] = got
-    python_order, confluent_order = orders.values()
-    assert python_order == confluent_order
+    python_order, helper_order, confluent_order = orders.values()
+    assert python_order == confluent_order == helper_order
     assert python_order == sorted(python_order, key=lambda t: (t[2], t[0], t[1]))
     assert len(python_order) == 600 - 3 * 5  # from=5 skips five records of each partition

@@ -111,9 +111,14 @@ def open_source(
         return module.GroupSource(target.bootstrap, target.topic, group=group, options=options,
                                   stop=stop)
     wait_for_broker(target.bootstrap, settings, stop)
-    return module.AssignedSource(target.bootstrap, target.topic, partitions=partitions, group=group,
-                                 options=options, stop=stop,
-                                 connect_deadline=settings.kafka_connect_deadline)
+    kind, more = module.AssignedSource, {}
+    if settings.kafka_client == "kafka-python" and settings.kafka_fetch_ahead > 0:
+        from streambayes.runtime.kafka.kafka_python_fetch import FetchedSource
+
+        kind, more = FetchedSource, {"ahead": settings.kafka_fetch_ahead}
+    return kind(target.bootstrap, target.topic, partitions=partitions, group=group,
+                options=options, stop=stop, connect_deadline=settings.kafka_connect_deadline,
+                **more)
 
 
 def open_sink(uri: str | KafkaURI | Path, settings: Settings, *, stop: threading.Event | None = None,

@@ -1,10 +1,13 @@
-"""Kafka through kafka-python (the default client backend): sources, a sink, admin helpers.
+"""Kafka through kafka-python (``STREAMBAYES_KAFKA_CLIENT=kafka-python``; confluent is the
+default): sources, a sink, admin helpers.
 
 - :class:`AssignedSource` assigns partitions explicitly (all of a topic's, or a given set) — the
   learner and replay use it. Its positions are the next offsets of the records it has handed
   out (or was told to seek to), so a snapshot taken after learning a poll's records stores
   exactly what the state reflects. Partitions appear later (a topic created later, partitions
-  added) are picked up on a metadata refresh and read from their beginning.
+  added) are picked up on a metadata refresh and read from their beginning. ``learn
+  --partitions`` and ``replay`` use its subclass :class:`~.kafka_python_fetch.FetchedSource`,
+  which fetches in a helper process.
 - :class:`GroupSource` subscribes in a consumer group, so predictors scale out; offsets are
   committed by the loop after the posteriors are flushed.
 - :class:`KafkaSink` produces with ``acks=all`` and idempotence; :meth:`KafkaSink.flush` does
