@@ -8,7 +8,9 @@ to ``--events`` JSON events with unique ids, is produced once into a 1-partition
 
   raw consume   the client alone (no decoding) reading the whole topic, per client backend
   learner       ``LearnLoop`` end to end (poll → pydantic → featurize → learn_many, a snapshot
-                every 50,000 records and at the end), per client backend; ratio to raw consume
+                every 50,000 records and at the end), per client backend; ratio to raw consume.
+                kafka-python twice: fetching in its helper process (``learn``'s default,
+                ``STREAMBAYES_KAFKA_FETCH_AHEAD``) and in the learner's own process
   river         kafka-python KafkaConsumer → json.loads → River BagOfWords | MultinomialNB
                 ``learn_one`` (what a River user would write), on the first ``--river-events``
   predictor     ``PredictLoop`` draining a backlog of unlabelled events (events/s, with and
@@ -27,6 +29,7 @@ Each timed figure is the median of ``--repeats`` runs; the machine is shared, so
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -137,13 +140,20 @@ def raw_consume(client: str, bootstrap: str, topic: str, n: int) -> float:
 
 
 # -- learner --------------------------------------------------------------------------------
-def learner(client: str, bootstrap: str, topic: str, n: int, model: str) -> tuple[float, int]:
-    """(seconds, events learned) for a learn loop over ``n`` records, snapshots included."""
+def learner(client: str, bootstrap: str, topic: str, n: int, model: str,
+            fetch_ahead: int = 0) -> tuple[float, int]:
+    """(seconds, events learned) for a learn loop over ``n`` records, snapshots included;
+    ``fetch_ahead`` > 0: kafka-python fetches in its helper process (the default of ``learn``)."""
     from streambayes.models import make_model
 
     module = backend(Settings(kafka_client=client))
+    kind = module.AssignedSource
+    if fetch_ahead:
+        from streambayes.runtime.kafka.kafka_python_fetch import FetchedSource
+
+        kind = functools.partial(FetchedSource, ahead=fetch_ahead)
     with tempfile.TemporaryDirectory() as directory:
-        source = Bounded(module.AssignedSource(bootstrap, topic), n)
+        source = Bounded(kind(bootstrap, topic), n)
         loop = LearnLoop(source, Decoder("jsonl"), SnapshotStore(directory), lambda: make_model(model),
                          model, every=50_000, every_seconds=3600, batch_size=2000)
         loop.restore()
@@ -320,19 +330,30 @@ def main(argv: list[str] | None = None) -> int:
 
         rows = []
         for client in clients:
-            raw = [raw_consume(client, bootstrap, "learn", args.events) for _ in range(args.repeats)]
-            learn = [learner(client, bootstrap, "learn", args.events, args.model)
-                     for _ in range(args.repeats)]
-            assert all(events == args.events for _, events in learn), learn
+            raw = []
+            # kafka-python: the fetch helper (the default, STREAMBAYES_KAFKA_FETCH_AHEAD=4) and
+            # fetching in the learner's process (=0), runs interleaved
+            variants = [("", 0)] if client == "confluent" else \
+                [(", fetch helper", 4), (", fetch in process", 0)]
+            learn: dict[str, list] = {name: [] for name, _ in variants}
+            for _ in range(args.repeats):  # raw and learners interleaved: the machine drifts
+                raw.append(raw_consume(client, bootstrap, "learn", args.events))
+                for name, ahead in variants:
+                    learn[name].append(learner(client, bootstrap, "learn", args.events, args.model,
+                                               fetch_ahead=ahead))
+            assert all(events == args.events for runs in learn.values() for _, events in runs), learn
             raw_rate = median_rate(args.events, raw)
-            learn_rate = median_rate(args.events, [s for s, _ in learn])
-            results["learn"][client] = {"raw": raw_rate, "learner": learn_rate}
             rows.append([f"raw consume ({client})", f"{raw_rate[0]:,.0f}",
                          f"{raw_rate[1]:,.0f}–{raw_rate[2]:,.0f}", "", ""])
-            rows.append([f"streambayes learn {args.model} ({client})", f"{learn_rate[0]:,.0f}",
-                         f"{learn_rate[1]:,.0f}–{learn_rate[2]:,.0f}",
-                         f"{learn_rate[0] / raw_rate[0]:.2f}", ""])
-            print(f"{client}: raw {raw_rate[0]:,.0f}/s, learner {learn_rate[0]:,.0f}/s", flush=True)
+            results["learn"][client] = {"raw": raw_rate}
+            for name, _ in variants:
+                learn_rate = median_rate(args.events, [s for s, _ in learn[name]])
+                results["learn"][client]["learner" + name.replace(", ", "/")] = learn_rate
+                rows.append([f"streambayes learn {args.model} ({client}{name})",
+                             f"{learn_rate[0]:,.0f}", f"{learn_rate[1]:,.0f}–{learn_rate[2]:,.0f}",
+                             f"{learn_rate[0] / raw_rate[0]:.2f}", ""])
+                print(f"{client}{name}: raw {raw_rate[0]:,.0f}/s, learner {learn_rate[0]:,.0f}/s",
+                      flush=True)
         river = [river_learner(bootstrap, "learn", args.river_events) for _ in range(args.repeats)]
         river_rate = median_rate(args.river_events, [s for s, _ in river])
         results["learn"]["river"] = river_rate

@@ -18,6 +18,8 @@ with acks=all and a synchronous offset commit after every micro-batch) and ``exa
 new snapshot is written every second, so the predictor reloads its model under load). Loads
 default to 500, 2,000 and 5,000 events/s; the other modes run at 2,000. The table also gives the
 predictor's CPU per event and its longest garbage-collector pause during the load.
+``BENCH_THREADS=FILE`` writes the predictor's CPU seconds per thread (its main thread and the
+clients' I/O threads) to FILE; ``BENCH_PROFILE=PREFIX`` a cProfile of it.
 
     /work/venv/bin/python bench/predict_latency.py                   # ~3 minutes
     /work/venv/bin/python bench/predict_latency.py --seconds 5 --backends confluent --rates 2000
@@ -217,6 +219,28 @@ def serve(argv: list[str]) -> int:
 
         PredictLoop.__init__.__kwdefaults__.update(settle_seconds=0.0, commit_seconds=0.0)
         pipelined.commit_async = lambda source, positions: False  # synchronous, as it was
+    if os.environ.get("BENCH_THREADS"):  # CPU seconds per thread (client I/O threads), at the end
+        import atexit
+
+        last: dict = {}
+
+        def sample() -> None:
+            while True:
+                names = {t.native_id: t.name for t in threading.enumerate()}
+                for task in Path("/proc/self/task").iterdir():
+                    try:
+                        f = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                        comm = (task / "comm").read_text().strip()
+                    except OSError:  # the thread ended meanwhile
+                        continue
+                    tid = int(task.name)
+                    last[tid] = (names.get(tid, comm),
+                                 (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK"))
+                time.sleep(0.5)
+
+        threading.Thread(target=sample, daemon=True).start()
+        atexit.register(lambda: Path(os.environ["BENCH_THREADS"]).write_text(
+            "\n".join(f"{n}: {c:.2f}" for n, c in last.values())))
     if os.environ.get("BENCH_GC"):  # the garbage collector's pauses, written at the end
         import atexit
         import gc
