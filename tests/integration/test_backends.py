@@ -37,8 +37,14 @@ def backend(request) -> ModuleType:
 
 # kafka-python with its fetch helper process (``learn --partitions`` and ``replay``'s default):
 # the assigned-source tests run on it too
+def fetched(*args, **kwargs) -> FetchedSource:
+    source = FetchedSource(*args, **kwargs)
+    assert source._helper_options is not None  # it fetches in its helper, not in this process
+    return source
+
+
 fetch_helper = SimpleNamespace(
-    NAME="kafka-python-fetch-helper", __name__=kafka_python.__name__, AssignedSource=FetchedSource,
+    NAME="kafka-python-fetch-helper", __name__=kafka_python.__name__, AssignedSource=fetched,
     KafkaSink=kafka_python.KafkaSink, create_topic=kafka_python.create_topic,
     wait_for_records=kafka_python.wait_for_records)
 assigned_backends = pytest.mark.parametrize(

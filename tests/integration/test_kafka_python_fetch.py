@@ -15,8 +15,12 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from streambayes.config import Settings
+from streambayes.errors import BrokerError
 from streambayes.runtime.kafka import kafka_python
+from streambayes.runtime.kafka import kafka_python_fetch as kf
 from streambayes.runtime.kafka.kafka_python_fetch import FetchedSource
 from streambayes.runtime.loops.learn import LearnJob
 from streambayes.runtime.loops.learn_run import run_learn
@@ -86,11 +90,50 @@ def test_a_helper_that_dies_is_started_again_at_the_positions(bootstrap, new_top
         with caplog.at_level(logging.WARNING, logger=kafka_python.__name__):
             rest = offsets(source, 2500)
         assert first + rest == list(range(3000))  # nothing lost, nothing twice, in order
-        assert source._proc is not old and source._proc.poll() is None
-        assert "starting it again at the positions handed out" in caplog.text
+        new = source._proc
+        assert new is not None and new is not old and new.poll() is None
+        assert "ended (exit -9); starting it again at the positions handed out" in caplog.text
     finally:
         source.close()
-    assert source._proc is None and old.poll() is not None
+    assert new.returncode == 0
+
+
+def test_close_ends_a_helper_blocked_sending_what_it_read_ahead(bootstrap, new_topic):
+    """Its batches (2,000 records of 2 kB) are larger than the socket's buffer: it is blocked
+    sending when the learner closes, and still ends at once, cleanly."""
+    topic = new_topic(1)
+    sink = kafka_python.KafkaSink(bootstrap)
+    for i in range(12_000):
+        sink.send(topic, None, {"i": i, "pad": "x" * 2000})
+    sink.close()
+    kafka_python.wait_for_records(bootstrap, topic, 12_000)
+    source = FetchedSource(bootstrap, topic)
+    assert offsets(source, 10) == list(range(10))
+    time.sleep(1.0)  # it reads ahead until its send blocks
+    helper = source._proc
+    started = time.monotonic()
+    source.close()
+    assert time.monotonic() - started < 2.0
+    assert helper.returncode == 0
+
+
+def test_a_helper_that_cannot_start_or_fails_is_a_clear_error(bootstrap, new_topic, monkeypatch):
+    topic = new_topic(1)
+    fill(bootstrap, topic, 5)
+    monkeypatch.setattr(kf, "helper_command",
+                        lambda fd: [sys.executable, "-c", "import sys; sys.exit(3)"])
+    with pytest.raises(BrokerError, match=r"ended \(exit 3\) before it connected.*"
+                                          r"STREAMBAYES_KAFKA_FETCH_AHEAD=0"):
+        FetchedSource(bootstrap, topic)
+    fatal = ("import socket, sys\n"
+             "from streambayes.runtime.kafka import kafka_python_fetch as k\n"
+             "s = socket.socket(fileno=int(sys.argv[1]))\n"
+             "k._recv(s)\n"
+             "k._send(s, k._FATAL, k._json({'message': 'kafka-python refused the options: x'}))\n"
+             "k._recv(s)\n")
+    monkeypatch.setattr(kf, "helper_command", lambda fd: [sys.executable, "-c", fatal, str(fd)])
+    with pytest.raises(BrokerError, match="refused the options: x"):
+        FetchedSource(bootstrap, topic)
 
 
 def test_the_helper_ends_with_its_learner(bootstrap, new_topic, tmp_path):
@@ -101,7 +144,7 @@ def test_the_helper_ends_with_its_learner(bootstrap, new_topic, tmp_path):
     assert len(offsets(source, 10)) == 10
     helper = source._proc
     source.close()
-    assert helper.poll() is not None
+    assert helper.returncode == 0
 
     script = tmp_path / "learner.py"
     script.write_text(

@@ -9,6 +9,7 @@ import threading
 from types import SimpleNamespace
 
 import pytest
+from kafka.structs import TopicPartition
 
 from streambayes.errors import UsageError
 from streambayes.runtime.kafka import kafka_python_fetch as kf
@@ -66,3 +67,154 @@ def test_reading_ahead_needs_at_least_one_batch_of_one_record():
         kf.FetchedSource("127.0.0.1:1", "t", ahead=0)
     with pytest.raises(UsageError):
         kf.FetchedSource("127.0.0.1:1", "t", batch=0)
+
+
+def test_timestamps_of_minus_one_and_none_stay_apart():
+    head, body = kf.pack(0, [SimpleNamespace(offset=0, timestamp=-1, key=None, value=b"a"),
+                             SimpleNamespace(offset=1, timestamp=None, key=None, value=b"b")])
+    records, _ = kf.unpack(head, body, "t")
+    assert [r.timestamp for r in records] == [-1, None]
+
+
+# -- the helper's loop, driven over a socket pair with a fake consumer (no broker) ----------------
+class FakeConsumer:
+    """Serves records of one partition, ``per_poll`` at a time; the first ``refusals`` makes fail
+    as if no broker answered."""
+
+    refusals = 0
+    made: list[FakeConsumer] = []
+
+    def __init__(self, **options) -> None:
+        if FakeConsumer.refusals > 0:
+            FakeConsumer.refusals -= 1
+            from kafka.errors import KafkaTimeoutError
+
+            raise KafkaTimeoutError("Unable to bootstrap from 127.0.0.1:1")
+        self.options = options
+        self.position: dict[int, int] = {}
+        self.closed = False
+        self.polls = 0
+        FakeConsumer.made.append(self)
+
+    def assign(self, tps) -> None:
+        self.position = {tp.partition: 0 for tp in tps}
+
+    def seek_to_beginning(self, tp) -> None:
+        self.position[tp.partition] = 0
+
+    def seek(self, tp, offset) -> None:
+        self.position[tp.partition] = offset
+
+    def poll(self, timeout_ms: int, max_records: int):
+        self.polls += 1
+        out = {}
+        for p, at in self.position.items():
+            out[TopicPartition("t", p)] = [
+                SimpleNamespace(offset=o, timestamp=o, key=None, value=b"v%d" % o)
+                for o in range(at, at + min(max_records, 10))]
+            self.position[p] = at + min(max_records, 10)
+        return out
+
+    def assignment(self):
+        return [SimpleNamespace(partition=p) for p in self.position]
+
+    def highwater(self, tp):
+        return 10**6
+
+    def close(self, autocommit: bool = True) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def helper():
+    """(learner's socket, helper thread running ``_helper`` with the fake consumer)."""
+    FakeConsumer.made.clear()
+    mine, theirs = socket.socketpair()
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(kf._helper(theirs, FakeConsumer)),
+                              daemon=True)
+    kf._send(mine, kf._json({"topic": "t", "batch": 10, "options": {"x": 1}}))
+    thread.start()
+    yield mine, thread, result
+    mine.close()
+    thread.join(5)
+    theirs.close()
+
+
+def frames(sock: socket.socket, wait: float = 0.3) -> list[bytes]:
+    """Every frame that arrives within ``wait`` s of the previous one (at most 20)."""
+    out: list[bytes] = []
+    while len(out) < 20 and kf._readable(sock, wait):
+        frame = kf._recv(sock)
+        if frame is None:
+            break
+        out.append(frame)
+    return out
+
+
+def batches(found: list[bytes]) -> list[tuple[int, list[int]]]:
+    """(generation, offsets) of each records frame."""
+    out = []
+    for frame in found:
+        if frame[:1] != kf._RECORDS:
+            continue
+        size = kf._LENGTH.unpack(frame[1:5])[0]
+        header = kf.json.loads(frame[5:5 + size])
+        records, _ = kf.unpack(header["parts"][0], frame, "t", 5 + size)
+        out.append((header["generation"], [r.offset for r in records]))
+    return out
+
+
+def test_the_helper_sends_no_more_batches_than_its_credits_and_tags_each_generation(helper):
+    sock, thread, result = helper
+    assert frames(sock) == [kf._READY]
+    kf._send(sock, kf._json({"op": "assign", "generation": 1, "starts": {"0": None}}))
+    assert frames(sock) == []  # no credit: nothing read
+    kf._send(sock, kf._json({"op": "credit", "n": 2}))
+    assert batches(frames(sock)) == [(1, list(range(10))), (1, list(range(10, 20)))]
+    kf._send(sock, kf._json({"op": "credit", "n": 1}))
+    assert batches(frames(sock)) == [(1, list(range(20, 30)))]
+    kf._send(sock, kf._json({"op": "assign", "generation": 2, "starts": {"0": 5}}))
+    kf._send(sock, kf._json({"op": "credit", "n": 1}))
+    assert batches(frames(sock)) == [(2, list(range(5, 15)))]
+    kf._send(sock, kf._json({"op": "stop"}))
+    thread.join(5)
+    assert result == [0] and FakeConsumer.made[0].closed
+    assert FakeConsumer.made[0].options == {"x": 1}
+
+
+def test_a_helper_waiting_for_a_broker_keeps_the_learners_commands():
+    FakeConsumer.made.clear()
+    mine, theirs = socket.socketpair()
+    FakeConsumer.refusals = 3  # delays 0.1 + 0.2 + 0.4 s
+    done: list[int] = []
+    waiting = threading.Thread(target=lambda: done.append(kf._helper(theirs, FakeConsumer)))
+    kf._send(mine, kf._json({"topic": "t", "batch": 10, "options": {}}))
+    waiting.start()
+    kf._send(mine, kf._json({"op": "assign", "generation": 7, "starts": {"0": 100}}))
+    kf._send(mine, kf._json({"op": "credit", "n": 1}))
+    found = frames(mine, wait=2.0)
+    logs = [f for f in found if f[:1] == kf._LOG]
+    assert len(logs) == 3 and b"connect failed" in logs[0]
+    assert kf._READY in found
+    assert batches(found) == [(7, list(range(100, 110)))]  # the assignment made while it waited
+    mine.close()  # the learner is gone: the helper ends
+    waiting.join(5)
+    assert done == [0]
+    theirs.close()
+
+
+def test_a_helper_told_to_stop_while_it_waits_for_a_broker_ends_at_once():
+    mine, theirs = socket.socketpair()
+    FakeConsumer.refusals = 100
+    done: list[int] = []
+    waiting = threading.Thread(target=lambda: done.append(kf._helper(theirs, FakeConsumer)))
+    kf._send(mine, kf._json({"topic": "t", "batch": 10, "options": {}}))
+    waiting.start()
+    frames(mine, wait=0.5)
+    kf._send(mine, kf._json({"op": "stop"}))
+    waiting.join(2)
+    assert done == [0]
+    FakeConsumer.refusals = 0
+    mine.close()
+    theirs.close()

@@ -105,6 +105,16 @@ def _poll(consumer: KafkaConsumer, max_records: int, timeout: float, topic: str,
     return out
 
 
+def assigned_options(bootstrap: str, group: str | None, refresh_seconds: float,
+                     options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The KafkaConsumer arguments of an :class:`AssignedSource` (the user's ``options`` win)."""
+    kwargs = dict(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                  auto_offset_reset="earliest", metadata_max_age_ms=int(refresh_seconds * 1000),
+                  **dict(options or {}))
+    kwargs.setdefault("bootstrap_timeout_ms", _BOOTSTRAP_MS)
+    return kwargs
+
+
 class AssignedSource:
     """Records of one topic from explicitly assigned partitions (DESIGN §4: the learner's source).
 
@@ -131,10 +141,7 @@ class AssignedSource:
         self.wanted = None if partitions is None else sorted(set(partitions))
         self.group = group
         self.refresh_seconds = refresh_seconds
-        kwargs = dict(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-                      auto_offset_reset="earliest", metadata_max_age_ms=int(refresh_seconds * 1000),
-                      **dict(options or {}))
-        kwargs.setdefault("bootstrap_timeout_ms", _BOOTSTRAP_MS)
+        kwargs = assigned_options(bootstrap, group, refresh_seconds, options)
         self._consumer = retrying(lambda: KafkaConsumer(**kwargs), f"connect to {bootstrap}",
                                   _CONNECT_ERRORS, self.stop, deadline=connect_deadline)
         self._next: dict[int, int] = {}  # partition -> next offset, where known
