@@ -44,6 +44,7 @@ from _common import load_sms_spam, package_version, print_table
 from streambayes.config import Settings
 from streambayes.devtools.broker import broker_info
 from streambayes.devtools.kafka_broker import cpu_seconds
+from streambayes.errors import BrokerError
 from streambayes.runtime.kafka.connect import backend
 from streambayes.runtime.loops.learn import LearnLoop
 from streambayes.runtime.loops.predict import ModelWatcher, PredictLoop
@@ -228,6 +229,17 @@ def predictor_latency(client: str, bootstrap: str, snaps: Path, rate: float, sec
                        (sink, outbox), batch_size=500, clues=5, stop_at_end=False, stop=stop)
     thread = threading.Thread(target=loop.run, daemon=True)
     thread.start()
+    try:
+        return _offer_and_measure(module, bootstrap, inbox, outbox, rate, seconds)
+    finally:
+        stop.set()
+        thread.join(30)
+        sink.close()
+        source.close()
+
+
+def _offer_and_measure(module, bootstrap: str, inbox: str, outbox: str, rate: float,
+                       seconds: float) -> dict:
     producer = module.KafkaSink(bootstrap, linger_ms=0)
     warm = sms_events(1, labelled=False, prefix="warm")
     producer.send(inbox, None, warm[0])
@@ -246,11 +258,7 @@ def predictor_latency(client: str, bootstrap: str, snaps: Path, rate: float, sec
     offered = n / (time.perf_counter() - start)
     posts = module.wait_for_records(bootstrap, outbox, n + 1, timeout=120)
     inputs = module.wait_for_records(bootstrap, inbox, n + 1, timeout=60)
-    stop.set()
-    thread.join(30)
-    sink.close()
     producer.close()
-    source.close()
     sent_at = {json.loads(r.value)["id"]: r.timestamp for r in inputs}
     lat = np.array([r.timestamp - sent_at[json.loads(r.value)["id"]] for r in posts
                     if json.loads(r.value)["id"].startswith("lat")], dtype=float)
@@ -374,7 +382,14 @@ def main(argv: list[str] | None = None) -> int:
                 results["predict"][f"{client}/clues={clues}"] = rate
                 prow.append([f"predict backlog, clues={clues} ({client})", f"{rate[0]:,.0f}",
                              f"{rate[1]:,.0f}–{rate[2]:,.0f}", "", ""])
-            lat = predictor_latency(client, bootstrap, snaps, args.rate, args.seconds)
+            try:
+                lat = predictor_latency(client, bootstrap, snaps, args.rate, args.seconds)
+            except BrokerError as exc:  # reported in the table, not the end of the run
+                print(f"{client}: the latency run failed: {exc}", flush=True)
+                results["predict"][f"{client}/latency"] = {"failed": str(exc)}
+                prow.append([f"predict at {args.rate:,.0f}/s offered ({client})", "", "",
+                             "FAILED", "(see above)"])
+                continue
             results["predict"][f"{client}/latency"] = lat
             prow.append([f"predict at {lat['offered']:,.0f}/s offered ({client})", "", "",
                          f"{lat['p50']:.1f}", f"{lat['p99']:.1f}"])
