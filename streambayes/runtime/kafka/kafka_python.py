@@ -257,6 +257,42 @@ _METADATA_MAX_AGE_MS = 5000
 # happen here. A member that holds no partition asks the broker every 5 s whether any member
 # holds one; when none does and the topic has partitions, it joins the group again.
 _UNASSIGNED_CHECK_SECONDS = 5.0
+_ADMIN_TIMEOUT_MS = 5000  # a check waits at most this long per request
+
+
+def nobody_holds(topic: str, topics: Sequence[Mapping], group: Mapping | None) -> int:
+    """The partition count of ``topic`` when the (stable) ``group`` gives no member any of them;
+    0 when a member holds one, or when the answer is not clear (a group not stable, a member's
+    assignment the broker did not describe, the topic unknown). ``topics`` and ``group`` are
+    kafka-python 3's ``describe_topics`` and ``describe_groups`` answers.
+
+    >>> held = {"assigned_partitions": [{"topic": "t", "partitions": [0]}]}
+    >>> group = {"group_state": "Stable", "members": [{"member_assignment": held},
+    ...          {"member_assignment": {"assigned_partitions": []}}]}
+    >>> topics = [{"name": "t", "error_code": 0, "partitions": [{}, {}]}]
+    >>> nobody_holds("t", topics, group)
+    0
+    >>> held["assigned_partitions"] = []; nobody_holds("t", topics, group)
+    2
+    >>> group["members"][0]["member_assignment"] = ""  # not described (Tansu): unclear
+    >>> nobody_holds("t", topics, group)
+    0
+    """
+    partitions = sum(len(t.get("partitions") or []) for t in topics
+                     if t.get("name") == topic and not t.get("error_code"))
+    if not partitions or not group or group.get("error") or group.get("group_state") != "Stable":
+        return 0
+    members = group.get("members") or []
+    if not members:
+        return 0
+    for member in members:
+        assignment = member.get("member_assignment")
+        if not isinstance(assignment, Mapping):
+            return 0
+        for part in assignment.get("assigned_partitions") or []:
+            if part.get("topic") == topic and part.get("partitions"):
+                return 0
+    return partitions
 
 
 class GroupSource:
@@ -290,9 +326,15 @@ class GroupSource:
         self._next: dict[int, int] = {}
         self._backoff = Backoff(stop=self.stop)
         self._admin_options = {k: v for k, v in kwargs.items()
-                               if k in KafkaAdminClient.DEFAULT_CONFIG}
+                               if k in KafkaAdminClient.DEFAULT_CONFIG
+                               and k not in ("metadata_max_age_ms", "request_timeout_ms")}
+        self._admin_options["request_timeout_ms"] = _ADMIN_TIMEOUT_MS
         self._admin: Any = None
         self._idle_since: float | None = None  # since when this member holds no partition
+        self._unassigned = 0  # checks in a row that found no member holding a partition
+        self.checks = 0  # checks made (tests)
+        # a static member's leave does not rebalance: joining again would change nothing
+        self._watch = kwargs.get("group_instance_id") is None
         self.clock = time.monotonic
 
     def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
@@ -307,37 +349,50 @@ class GroupSource:
         return out
 
     def _check_unassigned(self) -> None:
-        """Every ``_UNASSIGNED_CHECK_SECONDS`` while this member holds nothing: if the topic has
-        partitions and no member of the (stable) group holds any, join the group again."""
+        """Every ``_UNASSIGNED_CHECK_SECONDS`` while this member holds nothing, ask the broker
+        (:func:`nobody_holds`); twice in a row "nobody holds any": join the group again. Best
+        effort: an admin client that cannot be made turns the check off (logged once)."""
         now = self.clock()
+        if not self._watch or self.stop.is_set():
+            return
         if self._idle_since is None:
             self._idle_since = now
             return
         if now - self._idle_since < _UNASSIGNED_CHECK_SECONDS:
             return
         self._idle_since = now
+        self.checks += 1
         try:
             if self._admin is None:
                 self._admin = KafkaAdminClient(**self._admin_options)
             topics = self._admin.describe_topics([self.topic])
-            group = self._admin.describe_groups([self.group]).get(self.group) or {}
-        except (KafkaError, OSError) as exc:  # asked again in 5 s
-            logger.debug("describing group %s failed: %s", self.group, exc)
+            group = self._admin.describe_groups([self.group]).get(self.group)
+        except Exception as exc:  # noqa: BLE001 (a check, not the stream: never ends the run)
+            if self._admin is None:
+                self._watch = False
+                logger.warning("cannot check the assignment of group %s (%s); not checked again",
+                               self.group, exc)
+            else:
+                logger.debug("describing group %s failed: %s", self.group, exc)
+                self._close_admin()  # made again at the next check (a moved coordinator)
             return
-        partitions = sum(len(t.get("partitions") or []) for t in topics
-                         if t.get("name") == self.topic and not t.get("error_code"))
-        held = 0
-        for member in group.get("members") or []:
-            assignment = member.get("member_assignment") or {}
-            if isinstance(assignment, dict):
-                held += sum(len(a.get("partitions") or []) for a in
-                            assignment.get("assigned_partitions") or [] if a.get("topic") == self.topic)
-        if partitions and not held and group.get("group_state") == "Stable":
+        found = nobody_holds(self.topic, topics, group)
+        self._unassigned = self._unassigned + 1 if found else 0
+        if found and self._unassigned >= 2:
+            self._unassigned = 0
             logger.warning("group %s gave no member any of the %d partitions of %s (assigned "
-                           "without the topic's metadata): joining again", self.group, partitions,
+                           "without the topic's metadata): joining again", self.group, found,
                            self.topic)
             self._consumer.unsubscribe()
             self._consumer.subscribe([self.topic])
+
+    def _close_admin(self) -> None:
+        admin, self._admin = self._admin, None
+        if admin is not None:
+            try:
+                admin.close()
+            except Exception as exc:  # noqa: BLE001
+                logger.debug("closing the admin client: %s", exc)
 
     def positions(self) -> Positions:
         return {self.topic: {str(p): off for p, off in sorted(self._next.items())}}
@@ -364,9 +419,10 @@ class GroupSource:
                 logger.warning("offset commit failed (%s); those events may be predicted twice", exc)
 
     def close(self) -> None:
-        if self._admin is not None:
-            self._admin.close()
-        self._consumer.close(autocommit=False)
+        try:
+            self._close_admin()
+        finally:
+            self._consumer.close(autocommit=False)
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1, *,
