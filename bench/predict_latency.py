@@ -18,6 +18,9 @@ with acks=all and a synchronous offset commit after every micro-batch) and ``exa
 new snapshot is written every second, so the predictor reloads its model under load). Loads
 default to 500, 2,000 and 5,000 events/s; the other modes run at 2,000. The table also gives the
 predictor's CPU per event and its longest garbage-collector pause during the load.
+``BENCH_EVENTS=FILE`` appends each run's per-event times (sent, produced, readable) to FILE;
+``BENCH_TRACE=PREFIX`` writes the predictor's steps over 10 ms (poll, publish, settle, commit) and
+kafka-python's idle sleeps inside its poll, with their start times, to PREFIX.<pid>;
 ``BENCH_THREADS=FILE`` writes the predictor's CPU seconds per thread (its main thread and the
 clients' I/O threads) to FILE; ``BENCH_PROFILE=PREFIX`` a cProfile of it.
 
@@ -198,6 +201,10 @@ def run_one(bootstrap: str, snaps: Path, client: str, mode: str, rate: float, se
     readable = np.array([(got[k][0] - sent[k]) * 1000 for k in got])
     produced = np.array([(got[k][1] - sent[k]) * 1000 for k in got])
     pct = {f"p{q}": float(np.percentile(readable, q)) for q in (50, 90, 99)} if len(got) else {}
+    if os.environ.get("BENCH_EVENTS"):  # every event's times: sent, produced, readable (epoch s)
+        with open(os.environ["BENCH_EVENTS"], "a") as out:
+            out.write(json.dumps({"tag": tag, "events": [[sent[k], got[k][1], got[k][0]]
+                                                         for k in sorted(got)]}) + "\n")
     return {"client": client, "mode": mode, "rate": rate, "snapshots_written": reloads,
             "offered": offered, "n": n,
             "got": len(got), **pct, "cpu_ms_per_event": (cpu - cpu0) * 1000 / max(1, n),
@@ -257,6 +264,43 @@ def serve(argv: list[str]) -> int:
 
         gc.callbacks.append(timing)
         atexit.register(lambda: Path(os.environ["BENCH_GC"]).write_text(json.dumps(pauses)))
+    if os.environ.get("BENCH_TRACE"):  # the predict loop's steps that took over 10 ms, timed
+        import atexit
+
+        from streambayes.runtime.kafka import kafka_python as kp
+        from streambayes.runtime.loops.predict import PredictLoop
+
+        steps: list[tuple[str, float, float, int]] = []  # (step, began at, ms, records)
+
+        def timed(cls: type, name: str) -> None:
+            inner = getattr(cls, name)
+
+            def wrapper(self, *args, **kwargs):  # noqa: ANN001, ANN202
+                t0, p0 = time.time(), time.perf_counter()
+                out = inner(self, *args, **kwargs)
+                ms = (time.perf_counter() - p0) * 1000
+                if ms > 10:
+                    steps.append((name, t0, ms, len(out) if isinstance(out, list) else -1))
+                return out
+            setattr(cls, name, wrapper)
+
+        import types
+
+        import kafka.consumer.group as kgroup
+
+        real_time = kgroup.time
+
+        def traced_sleep(seconds: float) -> None:
+            steps.append(("idle-sleep", time.time(), seconds * 1000, -1))
+            real_time.sleep(seconds)
+        kgroup.time = types.SimpleNamespace(**{k: getattr(real_time, k) for k in dir(real_time)
+                                               if not k.startswith("__")})
+        kgroup.time.sleep = traced_sleep
+        for cls, name in ((PredictLoop, "_publish"), (PredictLoop, "_settle"),
+                          (kp.GroupSource, "poll"), (kp.GroupSource, "commit")):
+            timed(cls, name)
+        atexit.register(lambda: Path(f"{os.environ['BENCH_TRACE']}.{os.getpid()}").write_text(
+            json.dumps(steps)))
     if os.environ.get("BENCH_PROFILE"):  # a cProfile of the predictor, for finding where time goes
         import cProfile
 

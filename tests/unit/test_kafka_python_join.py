@@ -143,3 +143,34 @@ def test_a_static_member_is_not_checked_and_failures_never_end_the_run(monkeypat
     polls(src, now, 30)
     assert src.checks == 1 and Admin.made == 1  # turned off after the first failure
     assert "cannot check the assignment of group g" in caplog.text
+
+
+class _Fetcher:
+    """kafka-python's fetcher as far as :func:`wake_on_landed_fetch` sees it."""
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+        self._completed_fetches: list = []
+
+    def fetch_records(self, max_records=None, update_offsets=True, timeout_ms=None):
+        records, idle, landed = self.answers.pop(0)
+        self._completed_fetches = ["a fetch"] if landed else []
+        return records, idle
+
+
+def test_a_poll_that_finds_a_fetch_landed_meanwhile_is_not_idle():
+    fetcher = _Fetcher([({}, True, True), ({}, True, False), ({"tp": [1]}, False, True),
+                        ({}, False, False)])
+    consumer = type("C", (), {"_fetcher": fetcher})()
+    assert kafka_python.wake_on_landed_fetch(consumer)
+    wrapped = consumer._fetcher.fetch_records
+    assert wrapped(10, timeout_ms=5) == ({}, False)  # buffered: drain now, do not sleep
+    assert wrapped(10) == ({}, True)  # truly nothing: kafka-python may sleep
+    assert wrapped(10) == ({"tp": [1]}, False)
+    assert wrapped(10) == ({}, False)
+
+
+def test_a_client_without_those_parts_is_left_alone():
+    consumer = type("C", (), {"_fetcher": object()})()
+    assert not kafka_python.wake_on_landed_fetch(consumer)
+    assert not kafka_python.wake_on_landed_fetch(object())

@@ -40,7 +40,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from streambayes.errors import BrokerError, UsageError
-from streambayes.runtime.kafka.kafka_python import AssignedSource, assigned_options
+from streambayes.runtime.kafka.kafka_python import (
+    AssignedSource,
+    assigned_options,
+    wake_on_landed_fetch,
+)
 from streambayes.runtime.records.sources import Record
 from streambayes.runtime.retry import Backoff
 
@@ -200,6 +204,7 @@ def _helper(sock: socket.socket, consumer_class: Any = None) -> int:
                 if not commands.read(sock):
                     return 0
             delay = min(5.0, delay * 2)
+    wake_on_landed_fetch(consumer)
     _send(sock, _READY)
     delay = 0.1
     try:

@@ -15,13 +15,18 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from kafka import KafkaConsumer, TopicPartition
+from kafka import TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
-from streambayes.runtime.kafka.kafka_python import _BOOTSTRAP_MS, _CONNECT_ERRORS, _poll
+from streambayes.runtime.kafka.kafka_python import (
+    _BOOTSTRAP_MS,
+    _CONNECT_ERRORS,
+    _poll,
+    new_consumer,
+)
 from streambayes.runtime.records.sources import Record
 from streambayes.runtime.retry import Backoff, retrying
 
@@ -58,7 +63,7 @@ class MemberSource:
                       partition_assignment_strategy=(CooperativeStickyAssignor,),
                       metadata_max_age_ms=int(refresh_seconds * 1000), **dict(options or {}))
         kwargs.setdefault("bootstrap_timeout_ms", _BOOTSTRAP_MS)
-        self._consumer = retrying(lambda: KafkaConsumer(**kwargs), f"connect to {bootstrap}",
+        self._consumer = retrying(lambda: new_consumer(**kwargs), f"connect to {bootstrap}",
                                   _CONNECT_ERRORS, self.stop)
         self._consumer.subscribe([topic], listener=_Listener(self))
         self._next: dict[int, int] = {}
