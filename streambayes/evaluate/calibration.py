@@ -66,6 +66,23 @@ def squash(log_proba: np.ndarray, alpha: float) -> np.ndarray:
     return out[0] if flat else out
 
 
+def _weighted_grid_loss(alphas: np.ndarray, rows: np.ndarray, truth: np.ndarray,
+                        v: np.ndarray) -> np.ndarray:
+    """``Σ_t v_t ℓ_t(α_g)`` for every grid ``α_g``, where ``ℓ_t(α) = logsumexp(α·rows[t]) -
+    α·truth[t]`` is event t's log loss after squashing (``truth[t]`` finite).
+
+    With two classes in closed form, ``ℓ_t(α) = α·d_t·[t's top class is wrong] + log1p(e^(-α·d_t))``
+    with ``d_t`` the gap between the two log-posteriors: one exponential and one logarithm per
+    (event, α), against two and one and the maxima of the general form (the learner's calibration
+    is a fifth of its time on two-class text); a test checks both agree to 1e-12."""
+    if rows.shape[1] == 2:
+        top = np.maximum(rows[:, 0], rows[:, 1])
+        gap = top - np.minimum(rows[:, 0], rows[:, 1])  # inf when the other class has P = 0
+        wrong = np.where(truth < top, gap, 0.0)  # the true class is finite, so then gap is
+        return alphas * float(v @ wrong) + v @ np.log1p(np.exp(-np.multiply.outer(gap, alphas)))
+    return v @ (_grid_lse(alphas, rows) - alphas[None, :] * truth[:, None])
+
+
 _LSE_ROWS = 64  # rows per part of _grid_lse: its (rows, grid) temporaries fit in the L2 cache
 
 
@@ -191,14 +208,14 @@ class OnlineCalibrator:
         if not np.isfinite(truth).all():
             raise ModelError("calibration update: the true class has probability 0 (log-probability "
                              "-inf); no exponent can repair a zero, leave such events out")
-        losses = _grid_lse(self._alphas, rows) - self._alphas[None, :] * truth[:, None]  # step 1: ℓ_t(α_g)
         if self.half_life is None:
-            self._loss += w @ losses
+            self._loss += _weighted_grid_loss(self._alphas, rows, truth, w)  # step 1: Σ w ℓ_t(α_g)
             self.weight += float(w.sum())
         else:
             fade = 0.5 ** (1.0 / self.half_life)
             ages = fade ** np.arange(n - 1, -1, -1, dtype=np.float64)
-            self._loss = self._loss * fade ** n + (w * ages) @ losses
+            self._loss = self._loss * fade ** n + _weighted_grid_loss(self._alphas, rows, truth,
+                                                                      w * ages)
             self.weight = self.weight * fade ** n + float(w @ ages)
         self.n_events += n
         self._alpha = None
