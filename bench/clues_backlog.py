@@ -2,7 +2,8 @@
 
 A snapshot of ``--model`` (default ``nb``, as in kafka_pipeline.py) is learned from the whole SMS
 Spam Collection; the backlog is ``--events`` unlabelled SMS events (JSON lines, the collection
-repeated) in a ``MemorySource``. Each round drains it with the real ``PredictLoop`` (decode,
+repeated) in a ``MemorySource``. Each round drains it with the real ``PredictLoop``, configured as
+``streambayes predict`` runs it (the model frozen out of the garbage collector's passes; decode,
 featurize, predict, decide, clues, Posterior records into a ``MemorySink``; batches of
 ``--batch-size``), interleaving: clues=0, clues=``--clues`` (the batched ``clues_many``), and
 clues=``--clues`` answered by ``clues_one`` per event (the row-by-row path, for reference).
@@ -40,11 +41,13 @@ def drain(snaps: Path, lines: list[str], batch_size: int, clues: int,
     """(wall seconds, CPU seconds of this process) to drain the backlog."""
     watcher = ModelWatcher(open_stores([snaps]))
     loop = PredictLoop(MemorySource({"events": lines}), Decoder("jsonl", require_label=False), watcher,
-                       (MemorySink(), "posteriors"), batch_size=batch_size, clues=clues, stop_at_end=True)
+                       (MemorySink(), "posteriors"), batch_size=batch_size, clues=clues, stop_at_end=True,
+                       freeze_gc=True)  # as `streambayes predict` runs it
     loop.wait_for_model()
     if row_by_row:
         model = watcher.current.model
         model.clues_many = lambda xs, k: [model.clues_one(x, k) for x in xs]
+        model.predict_log_proba_and_clues_many = None  # no clues scored with the predictions
     start, cpu = time.perf_counter(), time.process_time()
     stats = loop.run()
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu

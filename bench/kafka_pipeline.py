@@ -204,7 +204,8 @@ def predictor_backlog(client: str, bootstrap: str, topic: str, n: int, snaps: Pa
     source = Bounded(module.AssignedSource(bootstrap, topic), n)
     sink = MemorySink()
     loop = PredictLoop(source, Decoder("jsonl", require_label=False), ModelWatcher(open_stores([snaps])),
-                       (sink, "posteriors"), batch_size=1000, clues=clues, stop_at_end=True)
+                       (sink, "posteriors"), batch_size=1000, clues=clues, stop_at_end=True,
+                       freeze_gc=True)  # as `streambayes predict` runs it
     start = time.perf_counter()
     stats = loop.run()
     seconds = time.perf_counter() - start
@@ -226,7 +227,8 @@ def predictor_latency(client: str, bootstrap: str, snaps: Path, rate: float, sec
     source = module.GroupSource(bootstrap, inbox, group=f"g-{tag}", options=options, stop=stop)
     sink = module.KafkaSink(bootstrap, linger_ms=0)
     loop = PredictLoop(source, Decoder("jsonl", require_label=False), ModelWatcher(open_stores([snaps])),
-                       (sink, outbox), batch_size=500, clues=5, stop_at_end=False, stop=stop)
+                       (sink, outbox), batch_size=500, clues=5, stop_at_end=False, stop=stop,
+                       freeze_gc=True)
     thread = threading.Thread(target=loop.run, daemon=True)
     thread.start()
     try:

@@ -318,15 +318,29 @@ class NaiveBayesBase:
     def clues_many(self, X: Sequence[Mapping], k: int = 5) -> list[list[tuple[str, float]]]:
         """``clues_one`` of every event, the terms of the whole batch scored in numpy at once
         (:mod:`streambayes.models.clues`); equal to ``clues_one``, ties included."""
-        from streambayes.models.clues import batch_terms, gc_paused, top_clues
-
         if len(self._classes) < 2:
             return [[] for _ in X]
         self._name_places = True  # a predictor with clues: its next batches keep their places
         batch = X if isinstance(X, Batch) else self._featurized(X)
-        order = np.argsort(-self.joint_log_likelihood_many(batch), axis=1, kind="stable")
+        return self._clues_of(batch, self.joint_log_likelihood_many(batch), k)
+
+    def predict_log_proba_and_clues_many(self, X, k: int = 5) -> tuple[np.ndarray, list[list]]:
+        """``(predict_log_proba_many(X), clues_many(X, k))`` from one scoring of the batch: the
+        predictor's call when it serves clues (equal to the two calls, ties included)."""
+        self._name_places = True
+        batch = self._as_batch(X)
+        jll = self.joint_log_likelihood_many(batch)
+        clues = self._clues_of(batch, jll, k) if len(self._classes) >= 2 else \
+            [[] for _ in range(batch.n)]
+        return log_normalize(jll), clues
+
+    def _clues_of(self, batch: Batch, jll: np.ndarray, k: int) -> list[list[tuple[str, float]]]:
+        """The clues of ``batch`` whose joint log-likelihoods are ``jll`` (two classes or more)."""
+        from streambayes.models.clues import batch_terms, gc_paused, top_clues
+
         if not batch.n:
             return []
+        order = np.argsort(-jll, axis=1, kind="stable")
         rows, diffs, name_of = batch_terms(self._components, batch, self._forget.to_true(),
                                            order[:, 0], order[:, 1])
         with gc_paused():  # ~k tuples per event: one young collection, not one per 700 of them

@@ -99,3 +99,65 @@ def test_a_batch_with_no_known_word_has_clues_like_clues_one(name):
     batch = [{"text": ""}, {"text": "qqqzzz xxyyzz"}, {"text": "   "}]
     assert model.clues_many(batch, 5) == [model.clues_one(x, 5) for x in batch]
     assert model.clues_many(batch[:1], 3) == [model.clues_one(batch[0], 3)]
+
+
+@pytest.mark.parametrize("name", ["mnb", "nb", "catnb", "gnb"])
+def test_predictions_and_clues_from_one_scoring_equal_the_two_calls(name):
+    xs, ys = _sms(1500)
+    model = make_model(name)
+    model.learn_many(xs[:1200], ys[:1200])
+    batch = xs[1200:]
+    want_proba, want_clues = model.predict_log_proba_many(batch), model.clues_many(batch, 5)
+    log_proba, clues = model.predict_log_proba_and_clues_many(model.featurize(batch), 5)
+    assert np.array_equal(log_proba, want_proba) and clues == want_clues
+    one = make_model(name)
+    one.learn_many(xs[:10], ["ham"] * 10)  # one class: no clues, as clues_many gives
+    assert one.predict_log_proba_and_clues_many(batch[:3], 5)[1] == [[], [], []]
+
+
+def _predictor(tmp_path, lines, clues):
+    from streambayes.runtime.loops.predict import ModelWatcher, PredictLoop
+    from streambayes.runtime.loops.shards import open_stores
+    from streambayes.runtime.records.decode import Decoder
+    from streambayes.runtime.records.sinks import MemorySink
+    from streambayes.runtime.records.sources import MemorySource
+
+    sink = MemorySink()
+    loop = PredictLoop(MemorySource({"in": lines}), Decoder("jsonl", require_label=False),
+                       ModelWatcher(open_stores([tmp_path])), (sink, "out"), batch_size=100,
+                       clues=clues, stop_at_end=True)
+    return loop, sink
+
+
+def test_the_predictor_scores_each_batch_once_for_posteriors_and_clues(tmp_path, monkeypatch,
+                                                                       caplog):
+    import json
+
+    from streambayes.models.base import NaiveBayesBase
+    from streambayes.snapshot import SnapshotStore
+
+    xs, ys = _sms(800)
+    model = make_model("nb")
+    model.learn_many(xs[:600], ys[:600])
+    SnapshotStore(tmp_path).write(model.to_state(), model="nb", positions={}, events=600)
+    lines = [json.dumps({"id": str(i), "text": x["text"]}) for i, x in enumerate(xs[600:])]
+    calls = []
+    scoring = NaiveBayesBase.joint_log_likelihood_many
+    monkeypatch.setattr(NaiveBayesBase, "joint_log_likelihood_many",
+                        lambda self, X: calls.append(1) or scoring(self, X))
+    loop, sink = _predictor(tmp_path, lines, 3)
+    loop.run()
+    served = [json.loads(v) for v in sink.values("out")]
+    assert len(served) == 200 and len(calls) == 2  # two batches of 100, one scoring each
+    texts = [{"text": x["text"]} for x in xs[600:]]
+    assert [p["clues"] for p in served] == [[list(c) for c in model.clues_one(x, 3)]
+                                            for x in texts]
+
+    def broken(self, batch, jll, k):
+        raise RuntimeError("a clue bug")
+    monkeypatch.setattr(NaiveBayesBase, "_clues_of", broken)
+    loop, sink = _predictor(tmp_path, lines, 3)
+    loop.run()  # served without clues, the failure logged
+    again = [json.loads(v) for v in sink.values("out")]
+    assert [p["posterior"] for p in again] == [p["posterior"] for p in served]
+    assert all(p["clues"] == [] for p in again) and "clues failed" in caplog.text

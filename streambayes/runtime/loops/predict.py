@@ -120,6 +120,7 @@ class PredictLoop:
         self.dead_letters = dead_letters
         self.batch_size = batch_size
         self.clues = clues
+        self._batch_clues: list | None = None  # clues scored with the batch's predictions
         self.reload_seconds = reload_seconds
         self.wait_seconds = wait_seconds
         self.stop_at_end = stop_at_end
@@ -259,6 +260,9 @@ class PredictLoop:
         if not self.clues or not model.classes or not good or \
                 not (hasattr(model, "clues_many") or hasattr(model, "clues_one")):
             return [[] for _ in good]
+        scored, self._batch_clues = self._batch_clues, None
+        if scored is not None and len(scored) == len(good):  # with the predictions
+            return scored
         many = getattr(model, "clues_many", None)
         try:
             if is_per_key(model):
@@ -272,20 +276,29 @@ class PredictLoop:
 
     def _predict(self, model: Any, good: list[Decoded]) -> tuple[list[Decoded], np.ndarray]:
         """Log-posteriors of the batch; events the model cannot featurize become dead letters."""
+        self._batch_clues = None
         good = keyed_events(model, good, self._dead)
         self.records = {d.event.id: d.record for d in good}  # for OversizeToDeadLetter
         if not good:
             return good, np.zeros((0, len(model.classes)))
 
-        def predict(ds: list[Decoded]) -> np.ndarray:
+        def predict(ds: list[Decoded], with_clues: bool = False) -> np.ndarray:
             X = model.featurize([d.x for d in ds])
             if is_per_key(model):
                 return model.predict_log_proba_many(X, [d.event.key for d in ds])
+            both = getattr(model, "predict_log_proba_and_clues_many", None)
+            if with_clues and both is not None:
+                try:  # one scoring for both
+                    log_proba, self._batch_clues = both(X, self.clues)
+                    return log_proba
+                except Exception:  # noqa: BLE001 (asked apart below: a clue failure is _clues')
+                    self._batch_clues = None
             return model.predict_log_proba_many(X)
 
         try:
-            return good, predict(good)
+            return good, predict(good, with_clues=bool(self.clues) and bool(model.classes))
         except Exception:  # noqa: BLE001 (one by one: serve the good events, letter the bad)
+            self._batch_clues = None
             kept, rows = [], []
             for d in good:
                 try:
