@@ -1,8 +1,11 @@
 """Wire messages of DESIGN §2: what is a valid event, and what each error is called."""
 
 import json
+import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from streambayes.runtime.records.events import (
@@ -96,3 +99,45 @@ def test_posterior_and_dead_letter_serialize_as_json():
     with pytest.raises(ValidationError):
         DeadLetter(reason="no_such_reason", error="", payload="",
                    source=SourcePosition(topic="t", partition=0, offset=0))
+
+
+_text = st.text(max_size=12)
+_number = st.floats(allow_nan=True, allow_infinity=True) | st.floats(-1e6, 1e6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.fixed_dictionaries(
+    {"id": _text, "model": _text, "posterior": st.dictionaries(_text, _number, max_size=4)},
+    optional={"key": st.none() | _text, "snapshot": st.none() | _text,
+              "decision": st.none() | _text,
+              "clues": st.lists(st.tuples(_text, _number), max_size=6),
+              "latency_ms": st.none() | _number, "calibration_alpha": st.none() | _number,
+              "raw_log_proba": st.none() | st.dictionaries(_text, st.none() | _number, max_size=3)}))
+def test_a_serialized_posterior_is_the_models_json(fields):
+    from streambayes.runtime.records.events import PosteriorJSON
+
+    data = PosteriorJSON.of(**fields)
+    model = Posterior(**fields)
+    assert data == model.model_dump_json().encode() and data.id == fields["id"]
+    numbers = [*fields["posterior"].values(), *(v for _, v in fields.get("clues", []))]
+    if all(math.isfinite(v) for v in numbers):  # (the model writes null for inf, and reads no null)
+        assert Posterior.model_validate_json(data).model_dump_json() == model.model_dump_json()
+
+
+def test_a_serialized_posterior_names_a_missing_or_unknown_field():
+    from streambayes.runtime.records.events import PosteriorJSON
+
+    with pytest.raises(TypeError, match="'posterior'"):
+        PosteriorJSON.of(id="x", model="nb")
+    with pytest.raises(TypeError, match="'colour'"):
+        PosteriorJSON.of(id="x", model="nb", posterior={}, colour="red")
+
+
+def test_a_sink_hands_a_serialized_posterior_to_its_client_as_plain_bytes():
+    """kafka-python refuses a bytes subclass ("Unsupported type for serialized value")."""
+    from streambayes.runtime.records.events import PosteriorJSON
+    from streambayes.runtime.records.sinks import fit, to_bytes
+
+    data = PosteriorJSON.of(id="x", model="nb", posterior={"a": 1.0})
+    assert type(to_bytes(data)) is bytes and type(fit(data, 1 << 20)) is bytes
+    assert to_bytes(data) == data

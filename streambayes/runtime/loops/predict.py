@@ -39,7 +39,7 @@ from streambayes.runtime.loops.shards import (
 )
 from streambayes.runtime.loops.watcher import ModelWatcher  # noqa: E402 (re-exported)
 from streambayes.runtime.records.decode import Decoded, Decoder, dead_letter
-from streambayes.runtime.records.events import DeadLetter, Posterior
+from streambayes.runtime.records.events import DeadLetter, PosteriorJSON
 from streambayes.runtime.records.sinks import MessageTooLarge, Sink
 from streambayes.runtime.records.sources import FileSource, Format, Source
 
@@ -214,7 +214,7 @@ class PredictLoop:
             posterior = dict(zip(classes, np.exp(row).tolist(), strict=True))
             stamp = d.record.timestamp if d.record.timestamp is not None else polled * 1000
             latency = max(0.0, time.time() * 1000 - stamp)
-            sink.send(topic, d.event.key or d.event.id, Posterior(
+            sink.send(topic, d.event.key or d.event.id, PosteriorJSON.of(
                 id=d.event.id, key=d.event.key, model=served.name, snapshot=served.label,
                 posterior=posterior, decision=decision, clues=clues, latency_ms=round(latency, 3),
                 calibration_alpha=alpha, raw_log_proba=None if alpha is None else {

@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic_core import PydanticCustomError, to_json
 
 DeadLetterReason = Literal[
     "bad_json", "invalid_event", "missing_label", "empty_event", "undecodable", "bad_feature",
@@ -116,6 +116,40 @@ class Posterior(BaseModel):
     latency_ms: float | None = None
     calibration_alpha: float | None = None  # posterior = P_raw^α / Σ P_raw^α when set
     raw_log_proba: dict[str, float | None] | None = None  # the model's own log-posterior (None: -inf)
+
+
+class PosteriorJSON(bytes):
+    """A :class:`Posterior` already serialized: the bytes ``Posterior(**fields).model_dump_json()``
+    gives, without building and validating the model (the predictor's hot path: 2 us an event
+    against 5, clues included). ``id`` is kept for the loops. The fields must be what the model
+    would hold: str, float (a non-finite one is written ``null``, as the model does), None,
+    and dicts and lists of them.
+
+    >>> fields = dict(id="m-1", model="nb", posterior={"ham": 0.25, "spam": 0.75},
+    ...               decision="spam", clues=[("tok:win", 1.5)])
+    >>> PosteriorJSON.of(**fields) == Posterior(**fields).model_dump_json().encode()
+    True
+    """
+
+    id: str
+
+    @classmethod
+    def of(cls, **fields: Any) -> PosteriorJSON:
+        unknown = fields.keys() - _POSTERIOR_DEFAULTS.keys()
+        missing = _POSTERIOR_REQUIRED - fields.keys()
+        if unknown or missing:
+            raise TypeError(f"Posterior has no field {sorted(unknown)[0]!r}" if unknown else
+                            f"Posterior needs the field {sorted(missing)[0]!r}")
+        ordered = {name: fields.get(name, default) for name, default in _POSTERIOR_DEFAULTS.items()}
+        out = cls(to_json(ordered, inf_nan_mode="null"))
+        out.id = fields["id"]
+        return out
+
+
+_POSTERIOR_DEFAULTS = {name: (field.get_default(call_default_factory=True)
+                              if not field.is_required() else None)
+                       for name, field in Posterior.model_fields.items()}
+_POSTERIOR_REQUIRED = {name for name, field in Posterior.model_fields.items() if field.is_required()}
 
 
 class SourcePosition(BaseModel):

@@ -51,8 +51,8 @@ def to_bytes(value: Any) -> bytes:
     >>> to_bytes({"a": "£"}), to_bytes("x")
     (b'{"a":"\\xc2\\xa3"}', b'x')
     """
-    if isinstance(value, bytes):
-        return value
+    if isinstance(value, bytes):  # a subclass (PosteriorJSON) as plain bytes: clients check type
+        return value if type(value) is bytes else bytes(value)
     if isinstance(value, str):
         return value.encode("utf-8")
     if isinstance(value, BaseModel):
