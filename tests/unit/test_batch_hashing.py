@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streambayes.errors import FeatureError
-from streambayes.features import Featurizer, stable_hash
+from streambayes.features import Featurizer, ascii_words, stable_hash
 from streambayes.features.ascii_words import murmur3_32
 from streambayes.features.hashing import FeatureHasher
 
@@ -76,7 +76,9 @@ def test_a_small_cache_bound_changes_nothing_and_holds():
     assert max(sizes) <= 500 and 0 in sizes and max(sizes) > 0  # a chunk past it hashes uncached
 
 
-def test_murmur_in_numpy_equals_mmh3_on_every_length():
+@pytest.mark.parametrize("few_words", [0, 256, 10_000])  # the block loop, then word by word
+def test_murmur_in_numpy_equals_mmh3_on_every_length(monkeypatch, few_words):
+    monkeypatch.setattr(ascii_words, "FEW_WORDS", few_words)
     data = bytes(range(256)) * 3
     starts = np.array([i for n in range(0, 80) for i in (0, 7, 300 - n)], np.int64)
     ends = starts + np.repeat(np.arange(0, 80), 3)
@@ -92,13 +94,20 @@ x_dict = st.fixed_dictionaries({"text": st.lists(words, max_size=8).map(" ".join
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(x_dict, max_size=10), st.booleans(), st.integers(1, 3), st.booleans())
-def test_featurize_equals_word_by_word_hashing(xs, lowercase, min_length, keep_words):
+@given(st.lists(x_dict, max_size=10), st.booleans(), st.integers(1, 3), st.booleans(),
+       st.booleans())
+def test_featurize_equals_word_by_word_hashing(xs, lowercase, min_length, keep_words, block):
     """Rows mixing ASCII and non-ASCII texts, two text fields and other fields: the ids of
-    hashing each tokenizer word alone, in the row's field order."""
+    hashing each tokenizer word alone, in the row's field order (``block``: the numpy block loop
+    even for these few words)."""
     f = Featurizer(n_features=2**18, text_fields=("text", "title"), lowercase=lowercase,
                    min_token_length=min_length)
-    b = f.featurize(xs, keep_words=keep_words)
+    few = ascii_words.FEW_WORDS
+    ascii_words.FEW_WORDS = 0 if block else few
+    try:
+        b = f.featurize(xs, keep_words=keep_words)
+    finally:
+        ascii_words.FEW_WORDS = few
     want_rows = [[w for k, v in x.items() if k in ("text", "title") for w in f.tokenizer(v)] for x in xs]
     want = [stable_hash(w) & (2**18 - 1) for row in want_rows for w in row]
     assert b.tokens.indices.tolist() == want and b.tokens.indices.dtype == np.int64
