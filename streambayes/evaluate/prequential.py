@@ -55,7 +55,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
-from river import metrics
 
 from streambayes.errors import FeatureError, LimitError, ModelError
 from streambayes.evaluate.threshold_auc import BatchROCAUC, _log_odds_many, auc_score
@@ -135,6 +134,8 @@ class ModelScore:
         self.calibrator = OnlineCalibrator()  # fit prequentially: predict with α, then update it
         self.p_top_calibrated: list[float] = []
         self.log_loss_calibrated = 0.0
+        from river import metrics  # here, not at import: river.metrics brings scipy.stats (0.7 s)
+
         self.accuracy = metrics.Accuracy()
         self.log_loss = metrics.CrossEntropy()
         self.macro_f1 = metrics.MacroF1()

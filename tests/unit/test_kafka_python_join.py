@@ -174,3 +174,12 @@ def test_a_client_without_those_parts_is_left_alone():
     consumer = type("C", (), {"_fetcher": object()})()
     assert not kafka_python.wake_on_landed_fetch(consumer)
     assert not kafka_python.wake_on_landed_fetch(object())
+
+
+def test_a_fetcher_answering_otherwise_is_passed_through():
+    """A later kafka-python whose fetch_records answers in another shape: returned as it is."""
+    fetcher = _Fetcher([])
+    fetcher.fetch_records = lambda *a, **k: {"tp": []}
+    consumer = type("C", (), {"_fetcher": fetcher})()
+    assert kafka_python.wake_on_landed_fetch(consumer)
+    assert consumer._fetcher.fetch_records() == {"tp": []}

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -95,12 +96,17 @@ def wake_on_landed_fetch(consumer: Any) -> bool:
     inner = getattr(fetcher, "fetch_records", None)
     if inner is None or not hasattr(fetcher, "_completed_fetches"):
         return False
+    owner = weakref.ref(fetcher)  # no cycle through the fetcher's own attribute
 
-    def fetch_records(*args: Any, **kwargs: Any) -> tuple[Any, bool]:
-        records, idle = inner(*args, **kwargs)
-        if idle and not records and fetcher._completed_fetches:
+    def fetch_records(*args: Any, **kwargs: Any) -> Any:
+        out = inner(*args, **kwargs)
+        if type(out) is not tuple or len(out) != 2:  # another kafka-python: as it answered
+            return out
+        records, idle = out
+        held = owner()
+        if idle and not records and held is not None and held._completed_fetches:
             return records, False  # landed meanwhile: the next round drains it
-        return records, idle
+        return out
 
     fetch_records.wakes_on_landed_fetch = True  # type: ignore[attr-defined]
     fetcher.fetch_records = fetch_records

@@ -29,7 +29,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel
 
 from streambayes.errors import BrokerError
-from streambayes.runtime.records.events import DeadLetter
+from streambayes.runtime.records.events import DeadLetter, PosteriorJSON
 from streambayes.runtime.records.sources import Record
 
 DEFAULT_MAX_LINE_BYTES = 1_048_576
@@ -118,7 +118,8 @@ def fit(value: Any, limit: int | None, what: str = "the sink") -> bytes:
         return data
     if isinstance(value, DeadLetter):
         return truncate_dead_letter(value, limit)
-    raise MessageTooLarge(f"a {type(value).__name__} of {len(data)} bytes is over the {limit} "
+    kind = "Posterior" if isinstance(value, PosteriorJSON) else type(value).__name__
+    raise MessageTooLarge(f"a {kind} of {len(data)} bytes is over the {limit} "
                           f"bytes {what} accepts")
 
 

@@ -214,14 +214,15 @@ class KafkaPythonReader:
         return TopicPartition(self.topic, 0)
 
     def exists(self) -> bool:
-        from kafka import KafkaConsumer
         from kafka.errors import KafkaError
+
+        from streambayes.runtime.kafka.kafka_python import new_consumer
 
         if self._consumer is not None:
             return True
         try:
             if self._probe is None:
-                self._probe = KafkaConsumer(bootstrap_servers=self.bootstrap, **self.options)
+                self._probe = new_consumer(bootstrap_servers=self.bootstrap, **self.options)
             if not self._probe.partitions_for_topic(self.topic):
                 return False
         except KafkaError as exc:
@@ -249,13 +250,14 @@ class KafkaPythonReader:
             raise SnapshotError(f"cannot read the state topic {self.name}: {exc}") from exc
 
     def fetch(self, wanted: Mapping[int, str], timeout: float) -> dict[str, bytes]:
-        from kafka import KafkaConsumer
         from kafka.errors import KafkaError
+
+        from streambayes.runtime.kafka.kafka_python import new_consumer
 
         tp, out = self._partition(), {}
         try:
             if self._fetcher is None:
-                self._fetcher = KafkaConsumer(bootstrap_servers=self.bootstrap, **self.options)
+                self._fetcher = new_consumer(bootstrap_servers=self.bootstrap, **self.options)
                 self._fetcher.assign([tp])
             self._fetcher.seek(tp, min(wanted))
             deadline = time.monotonic() + timeout
