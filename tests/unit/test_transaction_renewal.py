@@ -508,3 +508,72 @@ def test_kafka_python_a_broker_that_is_away_is_waited_for_at_start():
     assert transactions._KafkaPython.unavailable(errors.KafkaTimeoutError())
     assert not transactions._KafkaPython.unavailable(errors.TransactionalIdAuthorizationFailedError())
     assert not transactions._KafkaPython.timed_out(errors.KafkaTimeoutError())
+
+
+class _Starting(_ConfluentBackend):
+    """librdkafka's semantics; ``first_failures`` fail the first constructions."""
+
+    loading = staticmethod(transactions._Confluent.loading)
+    first_failures: list[BaseException] = []
+    tries = 0
+
+    def __init__(self, *args) -> None:
+        _Starting.tries += 1
+        if _Starting.first_failures:
+            raise _Starting.first_failures.pop(0)
+        super().__init__(*args)
+
+
+def test_the_first_producer_waits_while_the_coordinator_loads(monkeypatch, caplog):
+    """Found in CI: a predictor started right after a broker restart got COORDINATOR_LOAD_IN_PROGRESS
+    from init_transactions and exited 1."""
+    from confluent_kafka import KafkaError
+
+    monkeypatch.setitem(transactions._BACKENDS, "fake", _Starting)
+    _quick_backoff(monkeypatch)
+    _Backend.made, _Backend.start_failures, _Starting.tries = [], [], 0
+    _Starting.first_failures = [_kafka_exception(KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                                                 retriable=True),
+                                _kafka_exception(KafkaError.NOT_COORDINATOR, retriable=True)]
+    sink = TransactionalSink("fake", "127.0.0.1:9", "tid", renew=True)
+    assert _Starting.tries == 3 and len(_Backend.made) == 1 and sink._impl is _Backend.made[0]
+    assert "the coordinator is not ready" in caplog.text
+
+
+@pytest.mark.parametrize("code", ["_TIMED_OUT", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"])
+def test_the_first_producer_raises_any_other_error_at_once(monkeypatch, code):
+    from confluent_kafka import KafkaError
+
+    monkeypatch.setitem(transactions._BACKENDS, "fake", _Starting)
+    _quick_backoff(monkeypatch)
+    _Backend.made, _Starting.tries = [], 0
+    _Starting.first_failures = [_kafka_exception(getattr(KafkaError, code), retriable=True)]
+    with pytest.raises(Exception, match=code.lstrip("_")):
+        TransactionalSink("fake", "127.0.0.1:9", "tid", renew=True)
+    assert _Starting.tries == 1
+
+
+def test_kafka_python_names_the_same_coordinator_errors():
+    from kafka import errors
+
+    loading = transactions._KafkaPython.loading
+    assert loading(errors.CoordinatorLoadInProgressError()) and loading(errors.NotCoordinatorError())
+    assert not loading(errors.KafkaTimeoutError())
+
+
+def test_a_stop_while_the_coordinator_loads_ends_the_wait(monkeypatch):
+    import threading
+
+    from confluent_kafka import KafkaError
+
+    from streambayes.errors import NetworkUnavailable
+
+    monkeypatch.setitem(transactions._BACKENDS, "fake", _Starting)
+    _Backend.made, _Starting.tries = [], 0
+    _Starting.first_failures = [_kafka_exception(KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                                                 retriable=True)] * 1000
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    with pytest.raises(NetworkUnavailable, match="stopped"):
+        TransactionalSink("fake", "127.0.0.1:9", "tid", renew=True, stop=stop)
+    assert 1 <= _Starting.tries < 10

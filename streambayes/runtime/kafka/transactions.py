@@ -141,7 +141,7 @@ class TransactionalSink:
         self._open = False
         self._make = lambda: _BACKENDS[client](bootstrap, transactional_id, dict(options or {}),
                                                linger_ms)
-        self._impl = self._make()
+        self._impl = self._first()
         # replace a fenced producer (the predictor: its consumer group fences zombies); never for
         # a learner's shard producer, whose fencing by a new owner is the zombie fence itself
         self.renew = renew
@@ -267,6 +267,27 @@ class TransactionalSink:
         self._impl = self._restarted()
         self.aborts += 1
         return True
+
+    def _first(self) -> Any:
+        """The first producer, made again with backoff while the transaction coordinator is not
+        ready (a broker just started answers ``init_transactions`` with
+        COORDINATOR_LOAD_IN_PROGRESS for a while: a predictor started then exited 1, seen in CI),
+        for up to :data:`ABORT_PATIENCE` seconds; any other error is raised at once, as before. A
+        stop request meanwhile raises :class:`NetworkUnavailable` (status 0, nothing committed)."""
+        start = time.monotonic()
+        backoff = Backoff(0.5, 5.0, stop=self.stop)
+        loading = getattr(_BACKENDS[self.client], "loading", lambda exc: False)
+        while True:
+            try:
+                return self._make()
+            except Exception as exc:
+                if not loading(exc) or time.monotonic() - start > ABORT_PATIENCE:
+                    raise
+                if not backoff.wait():
+                    raise NetworkUnavailable(f"stopped while the transaction coordinator of "
+                                             f"{self.transactional_id} was loading") from exc
+                logger.warning("transactional producer %s: the coordinator is not ready (%s); "
+                               "trying again", self.transactional_id, exc)
 
     def _restarted(self) -> Any:
         """A new producer with the same transactional id, tried again with backoff while its

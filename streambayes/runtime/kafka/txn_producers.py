@@ -156,6 +156,16 @@ class _Confluent:
     unavailable = resumable  # a timed-out init_transactions: a new producer may start later
 
     @staticmethod
+    def loading(exc: BaseException) -> bool:
+        """The transaction coordinator answered that it is not ready yet (a broker just started)."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+        return error is not None and error.code() in (
+            KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
+            KafkaError.NOT_COORDINATOR)
+
+    @staticmethod
     def timed_out(exc: BaseException) -> bool:
         """The call itself ran out of time (``_TIMED_OUT``; not ``_CONFLICT``, which an abort
         gets while an earlier commit is still under way)."""
@@ -277,6 +287,14 @@ class _KafkaPython:
 
         return isinstance(exc, errors.KafkaTimeoutError | errors.KafkaConnectionError
                           | errors.BrokerNotAvailableError)
+
+    @staticmethod
+    def loading(exc: BaseException) -> bool:
+        """The transaction coordinator answered that it is not ready yet (a broker just started)."""
+        from kafka import errors
+
+        return isinstance(exc, errors.CoordinatorLoadInProgressError
+                          | errors.CoordinatorNotAvailableError | errors.NotCoordinatorError)
 
     def broken(self) -> bool:
         """kafka-python's transaction manager went to its fatal state (a request timed out while
