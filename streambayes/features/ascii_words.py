@@ -151,14 +151,16 @@ class TokenPlaces:
         return TokenPlaces(self.indptr, self.first, self.string, self.starts, self.ends,
                            self.offset + by)
 
-    def names(self, positions: np.ndarray) -> list[str]:
-        """The words at ``positions``, in that order."""
+    def names(self, positions: np.ndarray, prefix: str = "") -> list[str]:
+        """The words at ``positions``, in that order, each after ``prefix``."""
         positions = np.asarray(positions, np.int64) + self.offset
         text = np.searchsorted(self.indptr, positions, side="right") - 1
         word = self.first[text] + positions - self.indptr[text]
-        string = self.string
-        return [string[a:b] for a, b in zip(self.starts[word].tolist(), self.ends[word].tolist(),
-                                             strict=True)]
+        string, spans = self.string, zip(self.starts[word].tolist(), self.ends[word].tolist(),
+                                         strict=True)
+        if prefix:  # in the same pass: one list, no second one for the prefix
+            return [prefix + string[a:b] for a, b in spans]
+        return [string[a:b] for a, b in spans]
 
 
 def _ascii_in_passes(texts: list[str], lowercase: bool, mask: int, min_length: int,

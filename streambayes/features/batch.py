@@ -75,12 +75,15 @@ class Batch:
             self.flat_words = [w for row in self.words for w in row]
         return self.flat_words
 
-    def token_names(self, positions: np.ndarray) -> list[str]:
-        """The word strings of the tokens at ``positions`` (in ``tokens`` order): sliced from where
-        the featurizer found them when it kept their places, else from :meth:`token_strings`."""
+    def token_names(self, positions: np.ndarray, prefix: str = "") -> list[str]:
+        """The word strings of the tokens at ``positions`` (in ``tokens`` order), each after
+        ``prefix``: sliced from where the featurizer found them when it kept their places, else
+        from :meth:`token_strings`."""
         if self.flat_words is None and self.places is not None:
-            return self.places.names(positions)
+            return self.places.names(positions, prefix)
         words = self.token_strings() or []
+        if prefix:
+            return [prefix + words[i] for i in np.asarray(positions).tolist()]
         return list(map(words.__getitem__, np.asarray(positions).tolist()))
 
     def slice(self, start: int, stop: int) -> Batch:

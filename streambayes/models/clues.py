@@ -59,15 +59,20 @@ def top_clues(rows: np.ndarray, diffs: np.ndarray, name_of, n: int, k: int) -> l
     size[np.isnan(size)] = -1.0
     kth = _kth_largest(rows, size, n, k)
     picked = np.flatnonzero(size >= kth[rows])  # the top k and every term tied with the k-th
-    picked = picked[np.lexsort((picked, -size[picked], rows[picked]))]
+    picked = picked[np.lexsort((-size[picked], rows[picked]))]  # stable: ties keep term order
     names = name_of(picked)
     r, s = rows[picked], size[picked]
     ties = np.flatnonzero((r[1:] == r[:-1]) & (s[1:] == s[:-1]))
     if len(ties):  # equal |diff| in a row: by name, then position (a stable sort of each run)
         picked, names = _names_first(picked, names, ties)
     chosen = np.flatnonzero(np.arange(len(r)) - np.searchsorted(r, r) < k)  # the first k of each row
-    pairs = list(zip(map(names.__getitem__, chosen.tolist()), diffs[picked[chosen]].tolist(), strict=True))
-    bounds = np.searchsorted(r[chosen], np.arange(n + 1)).tolist()
+    if len(chosen) == len(picked):  # no row past k (the common case): every picked term
+        pairs = list(zip(names, diffs[picked].tolist(), strict=True))
+        bounds = np.searchsorted(r, np.arange(n + 1)).tolist()
+    else:
+        pairs = list(zip(map(names.__getitem__, chosen.tolist()), diffs[picked[chosen]].tolist(),
+                         strict=True))
+        bounds = np.searchsorted(r[chosen], np.arange(n + 1)).tolist()
     return [pairs[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
@@ -210,6 +215,8 @@ def _tokens(comp: TokenTable, batch: Batch, scale: float):
 
     def name_of(idx: np.ndarray) -> list[str]:
         tokens = idx < n_terms
+        if tokens.all():  # no "(absent words)" term picked
+            return _entry_names(batch, entries, named_by[idx])
         names = _entry_names(batch, entries, named_by[idx[tokens]])
         it = iter(names)
         return [next(it) if t else "(absent words)" for t in tokens.tolist()]
@@ -222,7 +229,7 @@ def _entry_names(batch: Batch, entries, at: np.ndarray) -> list[str]:
     """Readable names of the entries at positions ``at`` of ``comp.entries(batch)``: only these
     words are made (:meth:`Batch.token_names`)."""
     if entries is batch.tokens:  # no fields folded in: the entries are the tokens
-        return list(map("tok:".__add__, batch.token_names(at)))  # (C loops)
+        return batch.token_names(at, "tok:")
     indptr = batch.tokens.indptr
     rows = [np.repeat(np.arange(batch.n), np.diff(indptr))]
     kinds = [np.arange(indptr[-1])]  # >= 0: a token; < 0: -1 - the position in `named`
