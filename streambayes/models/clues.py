@@ -66,13 +66,9 @@ def top_clues(rows: np.ndarray, diffs: np.ndarray, name_of, n: int, k: int) -> l
     if len(ties):  # equal |diff| in a row: by name, then position (a stable sort of each run)
         picked, names = _names_first(picked, names, ties)
     chosen = np.flatnonzero(np.arange(len(r)) - np.searchsorted(r, r) < k)  # the first k of each row
-    if len(chosen) == len(picked):  # no row past k (the common case): every picked term
-        pairs = list(zip(names, diffs[picked].tolist(), strict=True))
-        bounds = np.searchsorted(r, np.arange(n + 1)).tolist()
-    else:
-        pairs = list(zip(map(names.__getitem__, chosen.tolist()), diffs[picked[chosen]].tolist(),
-                         strict=True))
-        bounds = np.searchsorted(r[chosen], np.arange(n + 1)).tolist()
+    pairs = list(zip(map(names.__getitem__, chosen.tolist()), diffs[picked[chosen]].tolist(),
+                     strict=True))
+    bounds = np.searchsorted(r[chosen], np.arange(n + 1)).tolist()
     return [pairs[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
