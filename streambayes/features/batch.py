@@ -99,10 +99,26 @@ class Batch:
                      None if self.places is None else self.places.shifted(int(lo)))
 
 
+class TextEvents(list):
+    """Events ``{"text": t}`` (the list of those dicts) that also carry their texts as one list,
+    so that featurizing them skips the walk over every event's dict (the learner's plain batches,
+    :mod:`~streambayes.runtime.records.plain_batch`: about 0.7 us an event of 7 on SMS).
+
+    >>> xs = TextEvents(["hi there", "ok"]); xs[1], xs.texts
+    ({'text': 'ok'}, ['hi there', 'ok'])
+    """
+
+    __slots__ = ("texts",)
+
+    def __init__(self, texts: list[str]) -> None:
+        super().__init__([{"text": t} for t in texts])
+        self.texts = texts
+
+
 class _WordSource:
     """The texts of a batch (row of each), tokenized again only when token strings are asked for."""
 
-    def __init__(self, texts: list[str], rows: list[int], tokenizer) -> None:
+    def __init__(self, texts: list[str], rows: Sequence[int], tokenizer) -> None:
         self.texts, self.text_rows, self.tokenizer = texts, rows, tokenizer
 
     def words(self) -> list[str]:
@@ -163,14 +179,18 @@ class Featurizer:
         n = len(xs)
         texts: list[str] = []  # every text of the batch, tokenized and hashed together at the end
         text_rows: list[int] = []
+        rows: Sequence[int] = text_rows
         cat: dict[str, list] = {}
         num: dict[str, np.ndarray] = {}
+        only = getattr(xs, "texts", None) if type(xs) is TextEvents else None
+        if only is not None and "text" in self.text_fields:  # one text an event, nothing else
+            texts, rows, xs = only, range(n), ()
         for i, x in enumerate(xs):
             if isinstance(x, str):  # a plain string: the event's text
                 texts.append(x)
                 text_rows.append(i)
                 continue
-            for key, value in x.items():
+            for key, value in x.items():  # (x: a Mapping)
                 if value is None:
                     continue
                 if key in self.text_fields and isinstance(value, str):
@@ -186,14 +206,14 @@ class Featurizer:
                     if col is None:
                         col = num[key] = np.full(n, np.nan)
                     col[i] = _number(key, value)
-        indptr, buckets, words, places = self._text(texts, text_rows, n, keep_words, keep_places)
+        indptr, buckets, words, places = self._text(texts, rows, n, keep_words, keep_places)
         tokens = SparseRows(indptr, buckets, np.ones(len(buckets)))
         categorical = {k: np.array(v, dtype=object) for k, v in cat.items()}
         flat = None if words is None else [w for row in words for w in row]
         return Batch(n, tokens, categorical, num, words, flat,
-                     None if keep_words else _WordSource(texts, text_rows, self.tokenizer), places)
+                     None if keep_words else _WordSource(texts, rows, self.tokenizer), places)
 
-    def _text(self, texts: list[str], rows: list[int], n: int, keep_words: bool, keep_places: bool,
+    def _text(self, texts: list[str], rows: Sequence[int], n: int, keep_words: bool, keep_places: bool,
               ) -> tuple[np.ndarray, np.ndarray, list[list[str]] | None, TokenPlaces | None]:
         """(indptr over the n rows, bucket of every word, the words per row if kept, the words'
         places if kept)."""
@@ -206,6 +226,8 @@ class Featurizer:
             np.cumsum([len(row) for row in per_row], out=indptr[1:])
             return indptr, self.hasher.bucket_array(flat), per_row, None
         text_indptr, buckets, places = text_ids(texts, self.tokenizer, self.hasher, keep_places)
+        if rows == range(n):  # the text of row i is texts[i]
+            return np.asarray(text_indptr, np.int64), buckets, None, places
         indptr = np.zeros(n + 1, np.int64)
         np.cumsum(np.bincount(np.array(rows, np.int64), np.diff(text_indptr), minlength=n).astype(np.int64),
                   out=indptr[1:])

@@ -40,6 +40,7 @@ class TokenTable:
         self.totals = np.zeros(0)
         self._cache: dict = {}
         self._last_lookup: tuple | None = None
+        self._batch_cols: tuple | None = None  # (a predicted batch's ids, their columns then)
         self._auto = [1.0, -1.0]  # alpha="auto": (fitted alpha, counted mass at the fit; -1: none)
 
     def params(self) -> dict:
@@ -125,7 +126,7 @@ class TokenTable:
         """Add ``vals`` at (class, id) in stream order; ids with a positive value become seen
         (the others add 0: nothing to store)."""
         if np.count_nonzero(positive) == len(positive):
-            cols = self.table.columns(buckets, self._find(buckets))
+            cols = self._learned_columns(buckets)
         else:
             cls, buckets, vals = cls[positive], buckets[positive], vals[positive]
             cols = self.table.columns(buckets)
@@ -149,6 +150,36 @@ class TokenTable:
             total += w  # one addition per occurrence, as np.add.at does in learn()
         self.totals[c] = total
         self._cache.clear()
+
+    def _learned_columns(self, buckets: np.ndarray) -> np.ndarray:
+        """Columns of ids being learned, unseen ones added (:meth:`SparseCounts.columns`).
+
+        The ids of a batch just predicted (prequential calibration) were found then (:meth:`_find`);
+        ``alpha="auto"`` learns a batch that crosses refit points in parts (27 of the first 58
+        batches of 100,000 SMS), each part a slice of those ids. A part takes the columns its ids
+        had at the prediction (columns never change once given) and looks up only the ids unseen
+        then, instead of searching all its ids again. The columns are the same: the ids unseen
+        now are all among those, and are given new columns in the same (ascending) order.
+        """
+        last = self._last_lookup
+        if last is not None and last[1] == len(self.table):
+            if last[0] is buckets:
+                return self.table.columns(buckets, last[2])
+            if _offset_in(buckets, last[0]) is not None:  # the first part of a predicted batch
+                self._batch_cols = (last[0], self.table.index.columns_found(last[2]))
+        held = getattr(self, "_batch_cols", None)
+        at = None if held is None else _offset_in(buckets, held[0])
+        if at is None:
+            self._batch_cols = None
+            return self.table.columns(buckets, self._find(buckets))
+        whole, known = held
+        cols = known[at:at + len(buckets)].copy()
+        miss = cols < 0
+        if np.count_nonzero(miss):
+            cols[miss] = self.table.columns(buckets[miss])
+        if at + len(buckets) == len(whole):  # the last part: let the batch go
+            self._batch_cols = None
+        return cols
 
     def _find(self, buckets: np.ndarray) -> tuple:
         """:meth:`IdIndex.find` of a batch's (or one event's) ids; a prequential learn right after
@@ -409,6 +440,21 @@ def sparse_from_state(state: dict, n_classes: int, n_features: int) -> SparseCou
     if np.any(np.diff(ids[order]) == 0):
         raise ModelError("token state: repeated ids")
     return SparseCounts.from_sorted(ids[order], counts[:, order])
+
+
+def _offset_in(part: np.ndarray, whole: np.ndarray) -> int | None:
+    """Where ``part`` starts in ``whole`` when it is a contiguous slice of it (a view of the same
+    memory), else None.
+
+    >>> a = np.arange(10); _offset_in(a[3:7], a), _offset_in(a[3:7].copy(), a), _offset_in(a[::2], a)
+    (3, None, None)
+    """
+    owner = whole if whole.base is None else whole.base
+    if part.base is not owner or part.dtype != whole.dtype or part.ndim != 1 or whole.ndim != 1 \
+            or not (part.flags.c_contiguous and whole.flags.c_contiguous):
+        return None
+    at, rest = divmod(part.ctypes.data - whole.ctypes.data, whole.itemsize)
+    return at if not rest and 0 <= at and at + len(part) <= len(whole) else None
 
 
 def _entry_names(batch: Batch, fold: bool) -> list[str]:

@@ -112,7 +112,11 @@ class IdIndex:
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:
         """Column of each id (int32), -1 for ids never added."""
-        at, hit, every = self.find(ids)
+        return self.columns_found(self.find(ids))
+
+    def columns_found(self, found: tuple[np.ndarray, np.ndarray, bool]) -> np.ndarray:
+        """:meth:`lookup` of the ids :meth:`find` returned ``found`` for (a new array)."""
+        at, hit, every = found
         cols = self._cols[at]
         if not every:
             cols[~hit] = -1

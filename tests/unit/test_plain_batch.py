@@ -117,3 +117,29 @@ def test_a_plain_batch_the_model_refuses_is_learned_one_by_one():
     finally:
         gc.unfreeze()
     assert stats.events == 6 and stats.dead_letters == {"limit": 3}
+
+
+def test_text_events_featurize_as_their_dicts():
+    """The plain path's TextEvents skip the walk over each dict: the batch is the same, words,
+    places and slices included; a featurizer whose text fields do not name "text" walks them."""
+    from streambayes.features import Featurizer
+    from streambayes.features.batch import TextEvents
+
+    texts = ["WIN cash now", "lunch? at 1", "Café au lait, s'il vous plaît", "ok ok ok", "x"]
+    for featurizer in (Featurizer(2**20), Featurizer(2**20, text_fields=("body",))):
+        for keep_words, keep_places in ((False, False), (True, False), (False, True)):
+            a = featurizer.featurize([{"text": t} for t in texts], keep_words, keep_places)
+            b = featurizer.featurize(TextEvents(texts), keep_words, keep_places)
+            for x, y in ((a, b), (a.slice(1, 4), b.slice(1, 4))):
+                np.testing.assert_array_equal(x.tokens.indptr, y.tokens.indptr)
+                np.testing.assert_array_equal(x.tokens.indices, y.tokens.indices)
+                assert {k: list(v) for k, v in x.categorical.items()} == \
+                    {k: list(v) for k, v in y.categorical.items()}
+                assert x.words == y.words
+                if x.word_source is not None:
+                    assert x.word_source.words() == y.word_source.words()
+                if x.places is not None:
+                    assert x.places.names(np.arange(len(x.tokens.indices))) == \
+                        y.places.names(np.arange(len(y.tokens.indices)))
+    assert Featurizer(2**20, text_fields=("body",)).featurize(TextEvents(texts)).categorical["text"][0] \
+        == "WIN cash now"

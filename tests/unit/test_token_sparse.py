@@ -212,3 +212,41 @@ def test_a_token_state_that_does_not_add_up_is_refused():
     state["components"][0] = {k: v for k, v in _old_state()["components"][0].items() if k != "cols"}
     with pytest.raises(ModelError, match="without 'cols'"):
         model_from_state(state)
+
+
+@pytest.mark.parametrize("cls", [MultinomialNB, NaiveBayes])
+def test_learning_a_predicted_batch_in_refit_parts_gives_the_same_state(cls):
+    """A batch predicted first (the learner's prequential calibration), then learned in parts
+    (``alpha="auto"`` cuts it at refit points; the parts reuse the columns the prediction found)
+    leaves exactly the state of learning it unpredicted; new ids arrive in every part."""
+    rng = np.random.default_rng(7)
+    words = [f"w{i}" for i in range(400)]
+
+    def events(n, vocab):
+        return [{"text": " ".join(rng.choice(vocab, size=rng.integers(1, 12)))} for _ in range(n)]
+
+    first, later = events(40, words[:60]), events(300, words)  # later: mostly unseen words
+    labels = [str(v) for v in rng.integers(0, 3, size=340)]
+    a, b = cls(alpha="auto"), cls(alpha="auto")
+    for m in (a, b):
+        m.learn_many(first, labels[:40])
+    X = a.featurize(later)
+    a.predict_log_proba_many(X)
+    table = a._components[0]
+    a.learn_many(X, labels[40:])  # 40 -> 340 crosses the refit points 48, 56, 64, ..., 320
+    assert table._batch_cols is None  # the last part let the batch go
+    b.learn_many(b.featurize(later), labels[40:])
+    assert _same(a.to_state(), b.to_state())
+    test = events(50, words)
+    np.testing.assert_array_equal(a.predict_log_proba_many(test), b.predict_log_proba_many(test))
+
+
+def _same(a, b) -> bool:
+    """Exact equality of two states (dicts, lists, arrays, numbers)."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(np.asarray(a), np.asarray(b))
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(map(_same, a, b))
+    return a == b

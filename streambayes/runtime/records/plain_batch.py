@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic_core import from_json
 
+from streambayes.features.batch import TextEvents
 from streambayes.runtime.records.limits import RecordLimits
 
 _PLAIN_KEYS = frozenset({"id", "label", "text", "key"})
@@ -41,7 +42,7 @@ def _all_str(values: list) -> bool:
 
 
 def plain_texts(values: Sequence[bytes], joined: bytes,
-                limits: RecordLimits) -> tuple[list[dict[str, str]], list[str]] | None:
+                limits: RecordLimits) -> tuple[TextEvents, list[str]] | None:
     """``(xs, labels)`` when every record of ``values`` (``joined`` is them as one JSON array) is
     a plain labelled event with text that decodes without a dead letter; else None. The tests run
     over whole columns (``map`` in C), not event by event."""
@@ -64,4 +65,4 @@ def plain_texts(values: Sequence[bytes], joined: bytes,
     if max(map(len, values)) > bound:  # long records: each checked as check_event would
         if not all(_within_limits(o, len(v), limits) for o, v in zip(objs, values, strict=True)):
             return None
-    return [{"text": t} for t in texts], labels
+    return TextEvents(texts), labels
