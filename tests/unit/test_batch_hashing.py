@@ -149,3 +149,17 @@ def test_hashing_in_passes_gives_the_ids_of_one_pass(monkeypatch, chunk):
     texts = enron_sample(300) + ["", "x", "   "]
     monkeypatch.setattr(ascii_words, "CHUNK_CHARS", chunk)
     assert featurized(Featurizer(n_features=N_FEATURES), texts, 1000) == reference(texts)
+
+
+def test_texts_whose_only_non_ascii_characters_are_symbols_hash_as_tokenized():
+    """Such texts go through the numpy passes with each symbol spaced out: the ids and the places
+    of tokenizing them, for a spread of every non-word non-ASCII character (a lone surrogate
+    included), upper and lower case, next to texts with non-ASCII words."""
+    symbols = [chr(c) for c in range(128, 0x110000, 89) if re.fullmatch(r"[^\x00-\x7f\w]", chr(c))]
+    symbols += ["£", "’", "…", "\x92", "\ud800", "\u0301"]
+    texts = [f"Ab{s}cD x{s}{s}Y_1 {s}end" for s in symbols] + ["ünï ok £5", "plain Text"]
+    f = Featurizer(n_features=N_FEATURES)
+    batch = f.featurize([{"text": t} for t in texts], keep_places=True)
+    assert (batch.tokens.indptr.tolist(), batch.tokens.indices.tolist()) == reference(texts)
+    words = [w for t in texts for w in re.findall(r"\w+", t.lower())]
+    assert batch.token_names(np.arange(len(words))) == words

@@ -9,7 +9,8 @@ from streambayes.features import ascii_words
 from streambayes.features.batch import Featurizer
 
 TEXTS = ["Free PRIZE!! call 0800 now", "", "naïve café — déjà vu", "a b cc ddd", "£100 cash_back",
-         "x" * 70 + " long_word", "Ünïcode and ascii", "one", "   ", "tab\tand\nnew line"]
+         "x" * 70 + " long_word", "Ünïcode and ascii", "one", "   ", "tab\tand\nnew line",
+         "it\x92s £5…ok", "don’t—stop ‘now’ €3"]  # (the last two: symbols only, numpy passes)
 
 
 def _events(n, rng):

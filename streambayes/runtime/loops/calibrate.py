@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -54,10 +55,11 @@ def update_before_learning(model: Any, calibrator: OnlineCalibrator, X: Any,
         return 0
     index = {c: i for i, c in enumerate(classes)}
     log_proba = np.asarray(model.predict_log_proba_many(X), dtype=np.float64)
-    rows = [i for i, y in enumerate(labels) if y in index]
-    if not rows:
+    codes = np.fromiter(map(index.get, labels, repeat(-1)), np.int64, len(labels))  # (in C)
+    rows = np.flatnonzero(codes >= 0)
+    if not len(rows):
         return 0
-    truth = np.array([index[labels[i]] for i in rows], dtype=np.int64)
+    truth = codes[rows]
     sub = log_proba[rows]
     finite = np.isfinite(sub[np.arange(len(rows)), truth]) & np.isfinite(sub.max(axis=1))
     if not finite.any():
