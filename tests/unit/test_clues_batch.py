@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streambayes.features import Batch
 from streambayes.models import make_model
@@ -161,3 +163,35 @@ def test_the_predictor_scores_each_batch_once_for_posteriors_and_clues(tmp_path,
     again = [json.loads(v) for v in sink.values("out")]
     assert [p["posterior"] for p in again] == [p["posterior"] for p in served]
     assert all(p["clues"] == [] for p in again) and "clues failed" in caplog.text
+
+
+def _reference_top(rows, diffs, names, n, k):
+    """Each row's terms sorted by |diff| (descending; NaN last), then name, then position."""
+    out = [[] for _ in range(n)]
+    for i, (r, d) in enumerate(zip(rows.tolist(), diffs.tolist(), strict=True)):
+        out[r].append((names[i], d, i))
+    return [[(name, d) for name, d, _ in sorted(terms, key=lambda t: (
+        -abs(t[1]) if t[1] == t[1] else 1.0, t[0], t[2]))[:k]] for terms in out]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 7), st.sampled_from([0.5, -0.5, 1.0, 2.0, -3.0, float("nan"),
+                                                              float("inf"), 0.25, 0.0])),
+                max_size=60),
+       st.integers(1, 8), st.integers(1, 6), st.booleans(), st.data())
+def test_top_clues_equal_sorting_every_row_ties_and_nan_included(terms, n, k, in_row_order, data):
+    """The matrix path (terms in row order), its hand-over of rows tied across the cut, and the
+    sorting path (terms in any order) all give each row's k terms by |diff|, name, position."""
+    from streambayes.models.clues import top_clues
+
+    terms = [(r % n, d) for r, d in terms]
+    if in_row_order:
+        terms.sort(key=lambda t: t[0])
+    rows = np.array([r for r, _ in terms], np.int64)
+    diffs = np.array([d for _, d in terms], np.float64)
+    names = data.draw(st.lists(st.sampled_from(["tok:a", "tok:b", "tok:c", "x=1"]),
+                               min_size=len(terms), max_size=len(terms)))
+    got = top_clues(rows, diffs, lambda idx: [names[i] for i in np.asarray(idx).tolist()], n, k)
+    want = _reference_top(rows, diffs, names, n, k)
+    assert [[(a, repr(b)) for a, b in row] for row in got] == \
+        [[(a, repr(b)) for a, b in row] for row in want]
