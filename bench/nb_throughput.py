@@ -128,6 +128,8 @@ def _sb_batch(s: Stream, p, right, bs: int, grow: bool = False) -> Callable[[], 
 
 def _sb_replay(s: Stream, p, right, bs: int) -> Callable[[], dict]:
     """``replay()`` as ``streambayes replay FILE`` runs it (the file written before timing)."""
+    import river.metrics  # noqa: F401 (replay's scoring imports it when it starts: 0.7 s of scipy)
+
     from streambayes.runtime.loops.replay import build_models, replay
     from streambayes.runtime.records.decode import Decoder
     from streambayes.runtime.records.sinks import MemorySink
