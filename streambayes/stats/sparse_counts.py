@@ -36,6 +36,12 @@ _MIN_CAPACITY = 64
 _GROWTH = 4  # a full table grows by a quarter: at most 25% unused room (many small per-key models)
 _FEW = 16
 _COARSE_MIN = 1024  # queries (and seen ids) from which a lookup goes through the coarse table
+# A table of that many seen ids or more, spread over at most _DENSE_SPREAD times as many id values
+# (the 130k+ buckets a long-mail stream fills of 2^20), finds ids through a direct map from id to
+# place (4 bytes per id value: at most 64 bytes per seen id, counted in ``nbytes``): one gather
+# instead of the coarse table's halvings (1.4 ms -> 0.1 ms for a batch of 256 Enron mails).
+_DENSE_MIN = 1 << 16
+_DENSE_SPREAD = 16
 
 
 def _coarse_table(ids: np.ndarray) -> tuple[int, np.ndarray]:
@@ -77,6 +83,7 @@ class IdIndex:
         self._ids = np.array([_SENTINEL], np.int64)
         self._cols = np.array([-1], _COL)
         self._coarse: tuple | None = None  # (the _ids array it was built for, shift, bounds)
+        self._dense: tuple | None = None  # (the _ids array it was built for, id -> place)
 
     def __len__(self) -> int:
         return len(self._ids) - 1
@@ -92,8 +99,9 @@ class IdIndex:
         return self._cols[:-1]
 
     def find(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
-        """(where each id sits or would sit in :attr:`ids`, which were added, whether all were);
-        valid until the next :meth:`add` that brings a new id."""
+        """(where each id sits in the seen ids — an id not added: a place holding another —,
+        which were added, whether all were); valid until the next :meth:`add` that brings a
+        new id."""
         at = self._positions(ids)
         hit = self._ids[at] == ids
         return at, hit, np.count_nonzero(hit) == len(hit)  # cheaper than hit.all() on a few ids
@@ -105,10 +113,30 @@ class IdIndex:
         far less memory than a binary search over every seen id per query."""
         if len(ids) < _COARSE_MIN or len(self) < _COARSE_MIN or ids.dtype.kind != "i" or ids.min() < 0:
             return self._ids.searchsorted(ids)  # the method: no dispatch overhead per event
+        dense = self._dense_places()
+        if dense is not None:  # an id past the last seen one: the sentinel's place
+            return dense[np.minimum(ids, len(dense) - 1)]
         coarse = self._coarse
         if coarse is None or coarse[0] is not self._ids:
             coarse = self._coarse = (self._ids, *_coarse_table(self._ids[:-1]))
         return _bucket_search(self._ids, ids, coarse[1], coarse[2])
+
+    def _dense_places(self) -> np.ndarray | None:
+        """The place of every id value up to one past the largest seen id (a value not seen: the
+        sentinel's place), when at least ``_DENSE_MIN`` ids are seen and they spread over at most
+        ``_DENSE_SPREAD`` times as many values; else None. Made again after an id is added
+        (``_ids`` is then a new array): O(largest id), less than one batch's halvings."""
+        dense = self._dense
+        if dense is not None and dense[0] is self._ids:
+            return dense[1]
+        self._dense = None
+        n = len(self)
+        if n < _DENSE_MIN or int(self._ids[n - 1]) + 2 > _DENSE_SPREAD * n:
+            return None
+        places = np.full(int(self._ids[n - 1]) + 2, n, np.int32)  # n: the sentinel's place
+        places[self._ids[:n]] = np.arange(n, dtype=np.int32)
+        self._dense = (self._ids, places)
+        return places
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:
         """Column of each id (int32), -1 for ids never added."""
@@ -159,6 +187,7 @@ class IdIndex:
             ids += [self._ids[prev:at], [few[j]]]
             idx += [self._cols[prev:at], [n + j]]
             prev = at
+        self._dense = None  # (made again for the new ids when asked)
         self._ids = np.concatenate([*ids, self._ids[prev:]])
         self._cols = np.concatenate([*idx, self._cols[prev:]], dtype=_COL)
 
@@ -170,6 +199,7 @@ class IdIndex:
         ids, idx = np.empty(len(old), np.int64), np.empty(len(old), _COL)
         ids[dest], idx[dest] = fresh, cols
         ids[old], idx[old] = self._ids, self._cols
+        self._dense = None
         self._ids, self._cols = ids, idx
 
     @classmethod
@@ -185,7 +215,9 @@ class IdIndex:
 
     @property
     def nbytes(self) -> int:
-        return self._ids.nbytes + self._cols.nbytes
+        dense = self._dense
+        held = dense[1].nbytes if dense is not None and dense[0] is self._ids else 0
+        return self._ids.nbytes + self._cols.nbytes + held
 
 
 class SparseCounts:

@@ -92,3 +92,37 @@ def test_from_sorted_round_trip_keeps_counts_and_accepts_new_ids():
     np.testing.assert_array_equal(back.sorted_counts(), c.sorted_counts())
     back.add(np.array([0]), np.array([7]), np.array([5.0]))
     assert back.gather(np.array([3, 7, 50])).tolist() == [[0.0, 5.0, 1.0], [2.0, 0.0, 3.0]]
+
+
+@pytest.mark.parametrize("spread", [4, 40])  # 4: the direct map serves; 40: too sparse for it
+def test_a_large_dense_index_finds_as_the_sorted_search(spread):
+    """From 65,536 seen ids spread over at most 16 times as many values, lookups go through a
+    direct map from id to place (made again after new ids, counted in nbytes): the same columns,
+    hits and known columns as a search of the sorted ids, for seen ids, unseen ones and ids past
+    the largest; a sparser index never makes one."""
+    from streambayes.stats import sparse_counts
+
+    rng = np.random.default_rng(3)
+    n = sparse_counts._DENSE_MIN + 500
+    universe = rng.choice(n * spread, size=n + 4000, replace=False).astype(np.int64)
+    ix = IdIndex()
+    ref: dict[int, int] = {}
+    for part in np.array_split(universe[:n], 5):
+        ix.add(part)
+        for i in sorted(set(part.tolist()) - set(ref)):
+            ref[i] = len(ref)
+    queries = np.concatenate([rng.choice(universe, 30000), [n * spread + 7, 2**32 - 1, 0]])
+    for turn in range(2):  # the second time after new ids (a new map)
+        at, hit, every = ix.find(queries)
+        want = [ref.get(q, -1) for q in queries.tolist()]
+        assert hit.tolist() == [w >= 0 for w in want] and not every
+        assert ix.lookup(queries).tolist() == want
+        assert ix.known((at, hit, every)).tolist() == [w for w in want if w >= 0]
+        dense = ix._dense is not None
+        assert dense == (spread == 4)
+        assert ix.nbytes == ix._ids.nbytes + ix._cols.nbytes + (ix._dense[1].nbytes if dense else 0)
+        fresh = universe[n + 2000 * turn:n + 2000 * (turn + 1)]
+        assert ix.add(fresh).tolist() == [len(ref) + j for j in np.argsort(np.argsort(fresh)).tolist()]
+        for i in sorted(fresh.tolist()):
+            ref[i] = len(ref)
+        assert ix._dense is None  # the old map is let go with the old ids
