@@ -19,6 +19,8 @@ from streambayes.models.text_transform import DocFreq, check_transform, collapse
 from streambayes.stats import SparseCounts, lidstone_log, m_estimate_log
 from streambayes.stats.evidence import evidence_alpha
 
+_SHARED_SCORES_MIN = 4096  # entries from which a batch's scores are made per distinct id
+
 
 class TokenTable:
     """Counts per (class, seen token id), class totals; the seen ids are the vocabulary."""
@@ -238,14 +240,40 @@ class TokenTable:
             return out
         sr = self._presence(batch)
         r, vals = sr.row_ids(), sr.values
-        keep, counts = self._counts_of(sr.indices)
+        keep, scores = self._entry_scores_of(sr.indices, scale)
         if keep is not None:
             r, vals = r[keep], vals[keep]
-        contrib = self.entry_scores(counts, scale) * vals
+        contrib = scores * vals
         for j in range(k):
             out[:, j] = np.bincount(r, contrib[j], minlength=batch.n)
         const = self.row_constant(scale)
         return out if const is None else out + const
+
+    def _entry_scores_of(self, ids: np.ndarray, scale: float) -> tuple[np.ndarray | None, np.ndarray]:
+        """(which ids count at prediction — None for all —, :meth:`entry_scores` of each).
+
+        A batch's entries repeat their ids (256 news posts: 100k entries, some 15k distinct):
+        the scores are made once per distinct column and gathered, the same numbers as scoring
+        every entry (a column's scores depend on that column's counts only), with a log per
+        (class, distinct id) instead of per (class, entry): 20 Newsgroups' 20 classes made
+        prediction half of a mini-batch's time."""
+        if self.vocab_size is not None or len(ids) < _SHARED_SCORES_MIN:
+            keep, counts = self._counts_of(ids)
+            return keep, self.entry_scores(counts, scale)
+        found = self._find(ids)
+        keep = None if found[2] else found[1]
+        cols = self.table.index.known(found)
+        seen = len(self.table)
+        if seen > 4 * len(cols):  # a mark per seen id would cost more than it saves
+            return keep, self.entry_scores(self.table.gather_columns(cols), scale)
+        mark = np.zeros(seen, bool)
+        mark[cols] = True
+        distinct = np.flatnonzero(mark)
+        if 2 * len(distinct) > len(cols):  # few repeats: score the entries as they are
+            return keep, self.entry_scores(self.table.gather_columns(cols), scale)
+        slot = np.empty(seen, np.int64)
+        slot[distinct] = np.arange(len(distinct))
+        return keep, self.entry_scores(self.table.gather_columns(distinct), scale)[:, slot[cols]]
 
     def _presence(self, batch: Batch) -> SparseRows:
         return self._scored_entries(batch)

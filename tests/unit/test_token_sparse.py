@@ -250,3 +250,26 @@ def _same(a, b) -> bool:
     if isinstance(a, (list, tuple)):
         return isinstance(b, (list, tuple)) and len(a) == len(b) and all(map(_same, a, b))
     return a == b
+
+
+@pytest.mark.parametrize("make", [lambda: MultinomialNB(), lambda: BernoulliNB(), lambda: ComplementNB(),
+                                  lambda: ComplementNB(norm=True), lambda: MultinomialNB(decay=0.999),
+                                  lambda: NaiveBayes(alpha="auto")])
+def test_scores_made_once_per_distinct_id_equal_scoring_every_entry(make, monkeypatch):
+    """A batch whose entries repeat their ids is scored per distinct id and gathered: the very
+    numbers of scoring every entry (bit for bit), decay and unseen words included."""
+    from streambayes.models import token_components
+
+    rng = np.random.default_rng(11)
+    vocab = [f"w{i}" for i in range(300)]
+
+    def events(n):
+        return [{"text": " ".join(rng.choice(vocab, size=rng.integers(5, 40)))} for _ in range(n)]
+
+    model = make()
+    model.learn_many(events(400), [str(c) for c in rng.integers(0, 4, 400)])
+    test = events(300) + [{"text": "never seen words only"}]
+    assert model.featurize(test).tokens.indptr[-1] >= token_components._SHARED_SCORES_MIN
+    shared = model.predict_log_proba_many(test)
+    monkeypatch.setattr(token_components, "_SHARED_SCORES_MIN", 10**9)
+    np.testing.assert_array_equal(shared, model.predict_log_proba_many(test))
