@@ -130,6 +130,7 @@ class TokenTable:
         if np.count_nonzero(positive) == len(positive):
             cols = self._learned_columns(buckets)
         else:
+            self._batch_cols = None  # (a predicted batch's columns are not used here: let go)
             cls, buckets, vals = cls[positive], buckets[positive], vals[positive]
             cols = self.table.columns(buckets)
         self.table.add_columns(cls, cols, vals)
@@ -269,7 +270,8 @@ class TokenTable:
         mark = np.zeros(seen, bool)
         mark[cols] = True
         distinct = np.flatnonzero(mark)
-        if 2 * len(distinct) > len(cols):  # few repeats: score the entries as they are
+        if 2 * len(distinct) > len(cols) or len(distinct) < 2:  # few repeats: score the entries
+            # as they are (and one column would be summed over classes pairwise, not row by row)
             return keep, self.entry_scores(self.table.gather_columns(cols), scale)
         slot = np.empty(seen, np.int64)
         slot[distinct] = np.arange(len(distinct))

@@ -115,7 +115,7 @@ class IdIndex:
             return self._ids.searchsorted(ids)  # the method: no dispatch overhead per event
         dense = self._dense_places()
         if dense is not None:  # an id past the last seen one: the sentinel's place
-            return dense[np.minimum(ids, len(dense) - 1)]
+            return dense[np.minimum(ids.astype(np.int64, copy=False), len(dense) - 1)]
         coarse = self._coarse
         if coarse is None or coarse[0] is not self._ids:
             coarse = self._coarse = (self._ids, *_coarse_table(self._ids[:-1]))
@@ -135,7 +135,7 @@ class IdIndex:
             return None
         places = np.full(int(self._ids[n - 1]) + 2, n, np.int32)  # n: the sentinel's place
         places[self._ids[:n]] = np.arange(n, dtype=np.int32)
-        self._dense = (self._ids, places)
+        self._dense, self._coarse = (self._ids, places), None  # (the coarse table is not needed)
         return places
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:

@@ -126,3 +126,12 @@ def test_a_large_dense_index_finds_as_the_sorted_search(spread):
         for i in sorted(fresh.tolist()):
             ref[i] = len(ref)
         assert ix._dense is None  # the old map is let go with the old ids
+
+
+def test_a_dense_index_takes_narrow_integer_ids():
+    from streambayes.stats import sparse_counts
+
+    ix = IdIndex.from_sorted(np.arange(0, 2 * sparse_counts._DENSE_MIN + 8, 2))
+    q = np.arange(3000, dtype=np.int16)
+    assert ix.lookup(q).tolist() == [i // 2 if i % 2 == 0 else -1 for i in range(3000)]
+    assert ix._dense is not None and ix._coarse is None

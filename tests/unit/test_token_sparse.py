@@ -273,3 +273,36 @@ def test_scores_made_once_per_distinct_id_equal_scoring_every_entry(make, monkey
     shared = model.predict_log_proba_many(test)
     monkeypatch.setattr(token_components, "_SHARED_SCORES_MIN", 10**9)
     np.testing.assert_array_equal(shared, model.predict_log_proba_many(test))
+
+
+def test_one_distinct_id_in_many_entries_scores_as_every_entry(monkeypatch):
+    """Twelve classes, fractional weights, a batch of 5,000 entries of one seen word: Complement's
+    sum over classes is taken as for every entry (a single column would be summed pairwise; this
+    seed's model differed in the last bit before that was guarded)."""
+    from streambayes.models import token_components
+
+    rng = np.random.default_rng(20)
+    model = ComplementNB()
+    model.learn_many([{"text": " ".join(f"w{j}" for j in rng.integers(0, 20, 6))} for _ in range(300)],
+                     [str(i % 12) for i in range(300)], rng.uniform(0.1, 3.0, 300).tolist())
+    test = [{"text": "w7 " * 5000}]
+    shared = model.predict_log_proba_many(test)
+    monkeypatch.setattr(token_components, "_SHARED_SCORES_MIN", 10**9)
+    np.testing.assert_array_equal(shared, model.predict_log_proba_many(test))
+
+
+def test_the_shared_scores_path_is_taken_on_a_repetitive_batch(monkeypatch):
+    from streambayes.models import token_components
+
+    model = MultinomialNB()
+    model.learn_many([{"text": "a b c d e f g h"}] * 10, ["x", "y"] * 5)
+    calls = []
+    inner = token_components.Multinomial.entry_scores
+
+    def counted(self, counts, scale):
+        calls.append(counts.shape[1])
+        return inner(self, counts, scale)
+
+    monkeypatch.setattr(token_components.Multinomial, "entry_scores", counted)
+    model.predict_log_proba_many([{"text": "a b c d e f g h " * 60}] * 10)
+    assert calls == [8]  # 8 distinct ids scored, not 4,800 entries
