@@ -136,7 +136,8 @@ def _ride_out(own_broker, tmp_path, client: str) -> None:
     if predictors_wanted:
         posteriors = Counter(str(json.loads(r.value)["id"]) for r in committed.records)
         twice = {i: n for i, n in posteriors.items() if n > 1}
-        assert not twice, f"{len(twice)} events have several committed posteriors: {list(twice)[:5]}"
+        assert not twice, (f"{len(twice)} events have several committed posteriors: {list(twice)[:5]}"
+                           + predictors._why(150))  # the predictors' own log: which path committed twice
         assert set(posteriors) == ids
     merged = newest_state(snaps)
     assert merged is not None and merged.events == len(events)
