@@ -15,7 +15,10 @@ refused before it is read). With a ``key``, snapshots are written signed and uns
 signed ones are refused as corrupt.
 
 One writer per store; any number of readers. Temporary files left by a crash
-(``.snapshot-*.tmp``) are invisible to readers and removed by the next write.
+(``.snapshot-*.tmp``) are invisible to readers and removed by a later write once they are
+``stale_after`` seconds old (default 600): a younger one may be another writer's file in the middle
+of its write, as when a learner that has just lost a state shard in a rebalance checkpoints it once
+more while its new owner writes there.
 
 >>> import tempfile, numpy as np
 >>> with tempfile.TemporaryDirectory() as directory:
@@ -36,6 +39,7 @@ import os
 import re
 import secrets
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -51,6 +55,8 @@ logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 _NAME = re.compile(r"snapshot-(\d{6,})\.sbs")
 _TEMP = re.compile(r"\.snapshot-\d{6,}\.sbs\.[^/]*\.tmp")
+# A temporary this old is a crash's leftover, never a live write's (its mtime moves with each write).
+STALE_TEMPORARY_SECONDS = 600.0
 _CHILD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,199}")
 
 
@@ -279,9 +285,13 @@ class SnapshotStore(BaseSnapshotStore):
     """Snapshots as files ``DIR/snapshot-000042.sbs`` (DIR is created on first write)."""
 
     def __init__(self, directory: str | os.PathLike[str], keep: int = 5, *,
-                 limits: ReadLimits | None = None, key: bytes | None = None):
+                 limits: ReadLimits | None = None, key: bytes | None = None,
+                 stale_after: float = STALE_TEMPORARY_SECONDS):
         super().__init__(keep, limits=limits, key=key)
+        if not stale_after >= 0:
+            raise ValueError(f"stale_after must be a number of seconds >= 0, got {stale_after!r}")
         self.directory = Path(directory)
+        self.stale_after = stale_after
 
     def __repr__(self) -> str:
         return f"SnapshotStore({str(self.directory)!r}, keep={self.keep})"
@@ -332,7 +342,8 @@ class SnapshotStore(BaseSnapshotStore):
             self._path(number).unlink()
 
     def _child(self, name: str) -> SnapshotStore:
-        return SnapshotStore(self.directory / name, self.keep, limits=self.limits, key=self.key)
+        return SnapshotStore(self.directory / name, self.keep, limits=self.limits, key=self.key,
+                             stale_after=self.stale_after)
 
     def _children(self) -> list[str]:
         try:
@@ -341,11 +352,14 @@ class SnapshotStore(BaseSnapshotStore):
             return []
 
     def _clean_temporaries(self) -> None:
+        cutoff = time.time() - self.stale_after
         with contextlib.suppress(FileNotFoundError):
             for name in os.listdir(self.directory):
                 if _TEMP.fullmatch(name):
+                    path = self.directory / name
                     with contextlib.suppress(FileNotFoundError):
-                        (self.directory / name).unlink()
+                        if path.stat().st_mtime <= cutoff:
+                            path.unlink()
 
 
 class MemorySnapshotStore(BaseSnapshotStore):

@@ -8,6 +8,7 @@ import json
 import logging
 import math
 import os
+import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -33,6 +34,7 @@ from streambayes.snapshot import (
     unpack,
 )
 from streambayes.snapshot.fileformat import compact_json
+from streambayes.snapshot.store import STALE_TEMPORARY_SECONDS
 
 POSITIONS = {"learn": {"0": 17, "1": 4}}
 
@@ -275,6 +277,8 @@ def test_temp_leftovers_are_ignored_then_cleaned(tmp_path):
     write(store, 1)
     leftover = tmp_path / ".snapshot-000002.sbs.4242-deadbeef.tmp"
     leftover.write_bytes(b"STREAMBAYES-SNAPSHOT 1 999\n{half")
+    stale = time.time() - STALE_TEMPORARY_SECONDS - 1
+    os.utime(leftover, (stale, stale))
     (tmp_path / "README").write_text("not a snapshot")
     (tmp_path / "snapshot-42.sbs").write_bytes(b"not a canonical name")
     assert store.ids() == ["000001"] and store.latest().state["n"] == 1
@@ -284,6 +288,42 @@ def test_temp_leftovers_are_ignored_then_cleaned(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "README", "snapshot-000001.sbs", "snapshot-000002.sbs", "snapshot-42.sbs",
     ]  # fmt: skip
+
+
+def test_a_young_temporary_is_left_to_its_writer(tmp_path):
+    store = SnapshotStore(tmp_path, keep=5)
+    young = tmp_path / ".snapshot-000009.sbs.4242-deadbeef.tmp"
+    young.write_bytes(b"being written")
+    write(store, 1)
+    assert young.exists() and store.ids() == ["000001"]
+    assert SnapshotStore(tmp_path, stale_after=0).write({"n": np.array([2])}, model="m", positions={},
+                                                        events=2).id == "000002"
+    assert not young.exists()
+    with pytest.raises(ValueError, match="stale_after"):
+        SnapshotStore(tmp_path, stale_after=-1)
+    assert store.child("part").stale_after == STALE_TEMPORARY_SECONDS
+
+
+def test_two_writers_of_one_store_do_not_remove_each_others_write(tmp_path, monkeypatch):
+    # A learner that has just lost a state shard in a rebalance may checkpoint it once more while
+    # the shard's new owner writes there: the other's write (which cleans leftovers) runs between
+    # this one's temporary and its rename. Before, it removed the temporary and the rename failed.
+    first, second = SnapshotStore(tmp_path, keep=5), SnapshotStore(tmp_path, keep=5)
+    write(first, 1)
+    replace = os.replace
+    interleaved = []
+
+    def other_writes_first(src, dst):
+        if not interleaved:
+            interleaved.append(None)
+            interleaved[0] = write(second, 2).id
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", other_writes_first)
+    info = write(first, 3)
+    monkeypatch.undo()
+    assert interleaved == ["000002"] and info.id == "000002"
+    assert first.latest().state["n"] == 3 and not list(tmp_path.glob(".*.tmp"))
 
 
 def test_failed_rename_leaves_previous_snapshot_and_no_temporary(tmp_path, monkeypatch):
