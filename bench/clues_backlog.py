@@ -48,6 +48,7 @@ def drain(snaps: Path, lines: list[str], batch_size: int, clues: int,
         model = watcher.current.model
         model.clues_many = lambda xs, k: [model.clues_one(x, k) for x in xs]
         model.predict_log_proba_and_clues_many = None  # no clues scored with the predictions
+        model.predict_log_proba_and_clue_batch = None
     start, cpu = time.perf_counter(), time.process_time()
     stats = loop.run()
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu

@@ -147,6 +147,7 @@ class TokenPlaces:
         self.first = first  # naming index of each text's first word
         self.string, self.starts, self.ends = string, starts, ends
         self.offset = offset
+        self._utf8: tuple | None = None  # (bytes, first non-ASCII char, byte offsets after it)
 
     @classmethod
     def of(cls, indptr: np.ndarray, first: np.ndarray, spans: list, slow_words: list[list[str]],
@@ -172,14 +173,51 @@ class TokenPlaces:
 
     def shifted(self, by: int) -> TokenPlaces:
         """The same places for the words from position ``by`` on (a slice of the batch)."""
-        return TokenPlaces(self.indptr, self.first, self.string, self.starts, self.ends,
-                           self.offset + by)
+        out = TokenPlaces(self.indptr, self.first, self.string, self.starts, self.ends,
+                          self.offset + by)
+        out._utf8 = self._utf8
+        return out
+
+    def _words(self, positions: np.ndarray) -> np.ndarray:
+        positions = np.asarray(positions, np.int64) + self.offset
+        text = np.searchsorted(self.indptr, positions, side="right") - 1
+        return self.first[text] + positions - self.indptr[text]
+
+    def byte_spans(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(``string`` as UTF-8 bytes in a uint8 array, starts, ends): the words at ``positions``
+        as byte spans of it, in that order, or None when ``string`` has no UTF-8 form (a lone
+        surrogate). Made once per batch; the characters from the first non-ASCII one on (the
+        words of the few texts the numpy passes do not take) map to bytes through their lengths."""
+        if self._utf8 is None:
+            try:
+                raw = self.string.encode("utf-8")
+            except UnicodeEncodeError:
+                self._utf8 = (None, 0, None)
+            else:
+                buf = np.frombuffer(raw, np.uint8)
+                if len(raw) == len(self.string):
+                    self._utf8 = (buf, len(raw), None)
+                else:  # the ASCII head's bytes are its characters
+                    head = int(np.argmax(buf >= 0x80))
+                    points = np.frombuffer(self.string[head:].encode("utf-32-le"), np.uint32)
+                    at = np.full(len(points) + 1, head, np.int64)
+                    np.cumsum(1 + (points >= 0x80) + (points >= 0x800) + (points >= 0x10000),
+                              out=at[1:])
+                    at[1:] += head
+                    self._utf8 = (buf, head, at)
+        buf, head, at = self._utf8
+        if buf is None:
+            return None
+        word = self._words(positions)
+        starts, ends = self.starts[word], self.ends[word]
+        if at is not None:
+            starts = np.where(starts < head, starts, at[np.maximum(starts - head, 0)])
+            ends = np.where(ends < head, ends, at[np.maximum(ends - head, 0)])
+        return buf, starts, ends
 
     def names(self, positions: np.ndarray, prefix: str = "") -> list[str]:
         """The words at ``positions``, in that order, each after ``prefix``."""
-        positions = np.asarray(positions, np.int64) + self.offset
-        text = np.searchsorted(self.indptr, positions, side="right") - 1
-        word = self.first[text] + positions - self.indptr[text]
+        word = self._words(positions)
         string, spans = self.string, zip(self.starts[word].tolist(), self.ends[word].tolist(),
                                          strict=True)
         if prefix:  # in the same pass: one list, no second one for the prefix

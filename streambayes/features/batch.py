@@ -86,6 +86,14 @@ class Batch:
             return [prefix + words[i] for i in np.asarray(positions).tolist()]
         return list(map(words.__getitem__, np.asarray(positions).tolist()))
 
+    def token_byte_spans(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The words of the tokens at ``positions`` as byte spans (buffer, starts, ends) of one
+        UTF-8 buffer, when the featurizer kept their places (:meth:`TokenPlaces.byte_spans`), else
+        None: ``token_names`` without a string per word."""
+        if self.flat_words is None and self.places is not None:
+            return self.places.byte_spans(positions)
+        return None
+
     def slice(self, start: int, stop: int) -> Batch:
         """Rows ``start … stop-1`` as a batch of their own."""
         lo, hi = self.tokens.indptr[start], self.tokens.indptr[stop]

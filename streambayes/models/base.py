@@ -14,6 +14,7 @@ import inspect
 import math
 import operator
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +23,9 @@ from streambayes.features import Batch, Featurizer
 from streambayes.models.text_transform import check_transform
 from streambayes.stats import Forgetting, ValueIndex, class_prior_log, event_weights, log_normalize
 from streambayes.stats.evidence import is_refit_point, refit_points
+
+if TYPE_CHECKING:
+    from streambayes.models.clues import ClueBatch
 
 # A big batch is scored (and, for plain counts, learned) in parts: about IN_FLIGHT_BYTES of
 # per-class scores in flight (three float64 arrays of classes x token entries), at least
@@ -334,17 +338,37 @@ class NaiveBayesBase:
             [[] for _ in range(batch.n)]
         return log_normalize(jll), clues
 
+    def predict_log_proba_and_clue_batch(self, X, k: int = 5) -> tuple[np.ndarray, ClueBatch]:
+        """``predict_log_proba_and_clues_many`` with the clues as a
+        :class:`~streambayes.models.clues.ClueBatch` (``.lists()`` is ``clues_many(X, k)``): the
+        predictor writes their JSON for the whole batch at once."""
+        from streambayes.models.clues import ClueBatch
+
+        self._name_places = True
+        batch = self._as_batch(X)
+        jll = self.joint_log_likelihood_many(batch)
+        if len(self._classes) >= 2 and batch.n:
+            return log_normalize(jll), self._clue_batch_of(batch, jll, k)
+        return log_normalize(jll), ClueBatch(batch.n, np.zeros(0, np.int64),
+                                             np.zeros(batch.n + 1, np.int64), np.zeros(0), None)
+
     def _clues_of(self, batch: Batch, jll: np.ndarray, k: int) -> list[list[tuple[str, float]]]:
         """The clues of ``batch`` whose joint log-likelihoods are ``jll`` (two classes or more)."""
-        from streambayes.models.clues import batch_terms, gc_paused, top_clues
+        from streambayes.models.clues import gc_paused
 
         if not batch.n:
             return []
+        clues = self._clue_batch_of(batch, jll, k)
+        with gc_paused():  # ~k tuples per event: one young collection, not one per 700 of them
+            return clues.lists()
+
+    def _clue_batch_of(self, batch: Batch, jll: np.ndarray, k: int) -> ClueBatch:
+        from streambayes.models.clues import batch_terms, top_clue_batch
+
         order = np.argsort(-jll, axis=1, kind="stable")
         rows, diffs, name_of = batch_terms(self._components, batch, self._forget.to_true(),
                                            order[:, 0], order[:, 1])
-        with gc_paused():  # ~k tuples per event: one young collection, not one per 700 of them
-            return top_clues(rows, diffs, name_of, batch.n, k)
+        return top_clue_batch(rows, diffs, name_of, batch.n, k)
 
     def log_odds_terms(self, x: Mapping) -> list[tuple[str, float]]:
         """Every term of the log-odds between the predicted class and the runner-up."""

@@ -157,7 +157,7 @@ def test_the_predictor_scores_each_batch_once_for_posteriors_and_clues(tmp_path,
 
     def broken(self, batch, jll, k):
         raise RuntimeError("a clue bug")
-    monkeypatch.setattr(NaiveBayesBase, "_clues_of", broken)
+    monkeypatch.setattr(NaiveBayesBase, "_clue_batch_of", broken)
     loop, sink = _predictor(tmp_path, lines, 3)
     loop.run()  # served without clues, the failure logged
     again = [json.loads(v) for v in sink.values("out")]
@@ -195,3 +195,111 @@ def test_top_clues_equal_sorting_every_row_ties_and_nan_included(terms, n, k, in
     want = _reference_top(rows, diffs, names, n, k)
     assert [[(a, repr(b)) for a, b in row] for row in got] == \
         [[(a, repr(b)) for a, b in row] for row in want]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 9), st.sampled_from([0.5, -0.5, 1.0, 2.0, -3.0, float("nan"),
+                                                              0.25, 0.0, 7.0, -7.0])),
+                max_size=80),
+       st.integers(1, 10), st.integers(1, 6), st.booleans(), st.integers(1, 5), st.integers(1, 17),
+       st.booleans(), st.data())
+def test_top_clues_every_way_of_finding_and_ordering(terms, n, k, in_row_order, kth_width, sort_width,
+                                                      no_matrix, data):
+    """Narrow matrices (rows longer than KTH_WIDTH in the second matrix, rows with more picked
+    terms than SORT_WIDTH by lexsort) and no matrix at all give the same clues as sorting."""
+    from unittest import mock
+
+    from streambayes.models import clues
+
+    terms = [(r % n, d) for r, d in terms]
+    if in_row_order:
+        terms.sort(key=lambda t: t[0])
+    rows = np.array([r for r, _ in terms], np.int64)
+    diffs = np.array([d for _, d in terms], np.float64)
+    names = data.draw(st.lists(st.sampled_from(["tok:a", "tok:b", "x=1"]),
+                               min_size=len(terms), max_size=len(terms)))
+    with mock.patch.object(clues, "KTH_WIDTH", kth_width), \
+            mock.patch.object(clues, "SORT_WIDTH", sort_width), \
+            mock.patch.object(clues, "_cells", (lambda terms: 0) if no_matrix else clues._cells):
+        got = clues.top_clues(rows, diffs, lambda idx: [names[i] for i in np.asarray(idx).tolist()], n, k)
+    want = _reference_top(rows, diffs, names, n, k)
+    assert [[(a, repr(b)) for a, b in row] for row in got] == \
+        [[(a, repr(b)) for a, b in row] for row in want]
+
+
+# -- the clues' JSON made for a whole batch (the predictor's path) -----------------------------
+
+def _json_of_lists(clues):
+    from pydantic_core import to_json
+
+    return [to_json(c, inf_nan_mode="null") for c in clues]
+
+
+@pytest.mark.parametrize("name", ["nb", "mnb", "cnb"])
+def test_clue_json_is_the_bytes_of_the_clue_lists(name):
+    """Real SMS (ASCII and not: £, emoji, accented words), five clues and ties, byte for byte."""
+    from streambayes.runtime.records.events import clue_json
+
+    xs, ys = _sms(1500)
+    xs = [{"text": x["text"]} for x in xs]  # words only (other fields: see the next test)
+    model = make_model(name)
+    model.learn_many(xs[:1000], ys[:1000])
+    extra = [{"text": "Café crème für ünß 😀 ok £5 prize"}, {"text": ""}, {"text": "ok"},
+             {"text": "naïve naïve résumé CALL now"}, {"text": ""}]  # the last: no clue
+    for lo in range(1000, 1500, 125):
+        batch = xs[lo:lo + 125] + extra
+        log_proba, clues = model.predict_log_proba_and_clue_batch(batch, 5)
+        got = clue_json(clues)
+        assert got is not None and len(got) == len(batch)
+        assert got == _json_of_lists(model.clues_many(batch, 5))
+        assert np.array_equal(log_proba, model.predict_log_proba_many(batch))
+    assert any(b"\\u" in g or any(c >= 0x80 for c in g) for g in got)  # a non-ASCII name went through
+
+
+def test_clue_json_gives_way_where_json_would_escape_or_names_are_not_words():
+    from streambayes.runtime.records.events import clue_json
+
+    xs, ys = _sms(400)
+    bnb = make_model("bnb")  # "(absent words)" is no word of the texts
+    bnb.learn_many(xs, ys)
+    assert clue_json(bnb.predict_log_proba_and_clue_batch(xs[:50], 5)[1]) is None
+    cat = make_model("nb")  # a categorical field's clue "channel=sms"
+    cat.learn_many([x | {"channel": "sms"} for x in xs], ys)
+    both = [x | {"channel": "sms"} for x in xs[:50]]
+    assert clue_json(cat.predict_log_proba_and_clue_batch(both, 5)[1]) is None
+    # a name JSON would escape (a quote, a backslash, a control character; the default words
+    # have none): the ordinary way. A namer of byte spans over a buffer that holds them:
+    from streambayes.models.clues import ClueBatch
+
+    class Spans:
+        def __init__(self, words):
+            self.words = words
+
+        def __call__(self, idx):
+            return ["tok:" + self.words[i] for i in idx.tolist()]
+
+        def byte_spans(self, idx):
+            raw = [w.encode() for w in self.words]
+            ends = np.cumsum([len(r) for r in raw])
+            buf = np.frombuffer(b"".join(raw), np.uint8)
+            return buf, (ends - [len(r) for r in raw])[idx], ends[idx], "tok:"
+
+    for odd in ["a\x01b", 'say"hi', "back\\slash", "tab\tbed", "fine"]:
+        words = ["ok", odd, "née"]
+        clues = ClueBatch(4, np.array([0, 1, 2]), np.array([0, 0, 2, 3, 3]),
+                          np.array([1.5, -0.5, 2.0]), Spans(words))  # the first and last: none
+        got = clue_json(clues)
+        assert (got is None) == (odd != "fine")
+        assert got in (None, _json_of_lists(clues.lists()))
+
+
+def test_a_posterior_with_clue_json_is_the_posterior_with_clue_lists():
+    from streambayes.runtime.records.events import Posterior, PosteriorJSON
+
+    clues = [("tok:win", 1.5), ("tok:clues", float("nan")), ("tok:x", -2e-5)]
+    fields = dict(id='odd "clues":[] id', key=None, model="nb", snapshot="000001",
+                  posterior={"clues": 0.25, "spam": 0.75}, decision="spam", latency_ms=1.0)
+    want = PosteriorJSON.of(clues=clues, **fields)
+    assert PosteriorJSON.of(clues=_json_of_lists([clues])[0], **fields) == want
+    assert want == Posterior(clues=clues, **fields).model_dump_json().encode()
+    assert PosteriorJSON.of(clues=b"[]", **fields) == PosteriorJSON.of(clues=[], **fields)

@@ -31,6 +31,7 @@ import numpy as np
 
 from streambayes.config import Settings
 from streambayes.errors import FeatureError, LimitError, ModelError, UsageError
+from streambayes.models.clues import gc_paused
 from streambayes.runtime.kafka.pipelined import Settler, unacknowledged
 from streambayes.runtime.loops.learn import is_per_key, keyed_events, send_dead_letter
 from streambayes.runtime.loops.shards import (
@@ -39,7 +40,7 @@ from streambayes.runtime.loops.shards import (
 )
 from streambayes.runtime.loops.watcher import ModelWatcher  # noqa: E402 (re-exported)
 from streambayes.runtime.records.decode import Decoded, Decoder, dead_letter
-from streambayes.runtime.records.events import DeadLetter, PosteriorJSON
+from streambayes.runtime.records.events import DeadLetter, PosteriorJSON, clue_json
 from streambayes.runtime.records.sinks import MessageTooLarge, Sink
 from streambayes.runtime.records.sources import FileSource, Format, Source
 
@@ -286,6 +287,17 @@ class PredictLoop:
             X = model.featurize([d.x for d in ds])
             if is_per_key(model):
                 return model.predict_log_proba_many(X, [d.event.key for d in ds])
+            both = getattr(model, "predict_log_proba_and_clue_batch", None)
+            if with_clues and both is not None:
+                try:  # one scoring for both; the clues' JSON made for the batch at once
+                    log_proba, clues = both(X, self.clues)
+                    self._batch_clues = clue_json(clues)
+                    if self._batch_clues is None:
+                        with gc_paused():
+                            self._batch_clues = clues.lists()
+                    return log_proba
+                except Exception:  # noqa: BLE001 (asked apart below: a clue failure is _clues')
+                    self._batch_clues = None
             both = getattr(model, "predict_log_proba_and_clues_many", None)
             if with_clues and both is not None:
                 try:  # one scoring for both

@@ -20,10 +20,14 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, model_validator
 from pydantic_core import PydanticCustomError, to_json
+
+if TYPE_CHECKING:
+    from streambayes.models.clues import ClueBatch
 
 DeadLetterReason = Literal[
     "bad_json", "invalid_event", "missing_label", "empty_event", "undecodable", "bad_feature",
@@ -141,9 +145,99 @@ class PosteriorJSON(bytes):
             raise TypeError(f"Posterior has no field {sorted(unknown)[0]!r}" if unknown else
                             f"Posterior needs the field {sorted(missing)[0]!r}")
         ordered = {name: fields.get(name, default) for name, default in _POSTERIOR_DEFAULTS.items()}
-        out = cls(to_json(ordered, inf_nan_mode="null"))
+        clues = ordered["clues"]
+        if isinstance(clues, bytes):  # the clues' JSON already (clue_json): spliced in
+            ordered["clues"] = []
+            out = cls(to_json(ordered, inf_nan_mode="null").replace(b'"clues":[]', b'"clues":' + clues, 1))
+        else:
+            out = cls(to_json(ordered, inf_nan_mode="null"))
         out.id = fields["id"]
         return out
+
+
+def clue_json(clues: ClueBatch) -> list[bytes] | None:
+    """Each event's clues as the JSON ``Posterior`` writes them (``[["tok:win",1.5],...]``, the
+    bytes of ``to_json(clues.lists()[i], inf_nan_mode="null")``), made for the whole batch at
+    once, with no string, float or tuple per clue: the terms written by one ``to_json`` of them
+    all and cut at the commas; then the output is one gather of byte runs (the names from the
+    texts' UTF-8 bytes, the terms, the brackets, quotes and commas between them), cut into one
+    ``bytes`` per event. None when the names are not all words of the texts, or one would need
+    escaping in JSON (a quote, a backslash, a control character): ``lists()`` then.
+
+    A ``bytes`` given as ``clues`` to :meth:`PosteriorJSON.of` is spliced in as it is.
+    """
+    n, m = clues.n, len(clues.picked)
+    if not m:
+        return [b"[]"] * n
+    spans = clues.name_spans()
+    if spans is None:
+        return None
+    buf, starts, ends, prefix = spans
+    terms = np.frombuffer(to_json(clues.values.tolist(), inf_nan_mode="null"), np.uint8)[1:-1]
+    cuts = np.flatnonzero(terms == 0x2C)  # a number has no comma
+    term_at = np.r_[0, cuts + 1]
+    term_len = np.r_[cuts, len(terms)] - term_at
+    # the byte runs: buf, the terms, then the punctuation
+    head = b'["' + prefix.encode()
+    marks = b"[" + head + b"," + head + b'",' + b"]]" + b"[]"
+    first_head, later_head = len(buf) + len(terms), len(buf) + len(terms) + 1 + len(head)
+    quote_comma = later_head + 1 + len(head)
+    close = quote_comma + 2  # "]]": the last clue of an event; "]" the others
+    empty = close + 2
+    source = np.concatenate([buf, terms, np.frombuffer(marks, np.uint8)])
+    bounds = clues.bounds
+    counts = np.diff(bounds)
+    is_first = np.zeros(m, bool)
+    is_first[bounds[:-1][counts > 0]] = True
+    is_last = np.zeros(m, bool)
+    is_last[bounds[1:][counts > 0] - 1] = True
+    # five runs a clue: [["tok: or ,["tok: | name | ", | term | ]] or ]
+    runs = np.empty((m, 5), np.int64)
+    lengths = np.empty((m, 5), np.int64)
+    runs[:, 0] = np.where(is_first, first_head, later_head)
+    lengths[:, 0] = len(head) + 1
+    runs[:, 1], lengths[:, 1] = starts, ends - starts
+    runs[:, 2], lengths[:, 2] = quote_comma, 2
+    runs[:, 3], lengths[:, 3] = len(buf) + term_at, term_len
+    runs[:, 4], lengths[:, 4] = close, np.where(is_last, 2, 1)
+    nothing = np.flatnonzero(counts == 0)  # an event without clues: one run "[]"
+    if len(nothing):
+        before = np.cumsum(counts == 0) - (counts == 0)  # events without clues before each
+        at = np.empty(5 * m + len(nothing), np.int64)
+        at[:5 * m] = (np.arange(5 * m) + np.repeat(before[np.repeat(np.arange(n), counts)], 5))
+        at[5 * m:] = 5 * bounds[nothing] + before[nothing]
+        run = np.empty(len(at), np.int64)
+        size = np.empty(len(at), np.int64)
+        run[at[:5 * m]], size[at[:5 * m]] = runs.reshape(-1), lengths.reshape(-1)
+        run[at[5 * m:]], size[at[5 * m:]] = empty, 2
+        first_run = 5 * bounds[:-1] + before
+    else:
+        run, size = runs.reshape(-1), lengths.reshape(-1)
+        first_run = 5 * bounds[:-1]
+    out = source[_ragged(run, size)]
+    if np.count_nonzero(out == 0x22) != 2 * m or (out == 0x5C).any() or out.min() < 0x20:
+        return None  # a name JSON would escape: the ordinary way
+    offsets = np.zeros(len(size) + 1, np.int64)
+    np.cumsum(size, out=offsets[1:])
+    edges = np.append(offsets[first_run], len(out)).tolist()
+    whole = out.tobytes()
+    return [whole[a:b] for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+
+def _ragged(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The indices ``starts[i] … starts[i] + lengths[i] - 1`` of every i, in order: ones with a
+    jump at each run's first index, summed."""
+    keep = lengths > 0
+    if not keep.all():
+        starts, lengths = starts[keep], lengths[keep]
+    total = int(lengths.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    steps = np.ones(total, np.int64)
+    firsts = np.cumsum(lengths[:-1])
+    steps[0] = starts[0]
+    steps[firsts] = starts[1:] - (starts[:-1] + lengths[:-1] - 1)
+    return np.cumsum(steps, out=steps)
 
 
 _POSTERIOR_DEFAULTS = {name: (field.get_default(call_default_factory=True)
