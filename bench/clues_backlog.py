@@ -5,8 +5,9 @@ Spam Collection; the backlog is ``--events`` unlabelled SMS events (JSON lines, 
 repeated) in a ``MemorySource``. Each round drains it with the real ``PredictLoop``, configured as
 ``streambayes predict`` runs it (the model frozen out of the garbage collector's passes; decode,
 featurize, predict, decide, clues, Posterior records into a ``MemorySink``; batches of
-``--batch-size``), interleaving: clues=0, clues=``--clues`` (the batched ``clues_many``), and
-clues=``--clues`` answered by ``clues_one`` per event (the row-by-row path, for reference).
+``--batch-size``), interleaving: clues=0, clues=``--clues`` (batched, as the predictor runs it:
+``predict_log_proba_and_clue_batch`` and ``clue_json``), and clues=``--clues`` answered by
+``clues_one`` per event (the row-by-row path, for reference).
 Prints events/s (median of ``--rounds``, min-max) and the per-round ratio to clues=0, by wall clock
 and by this process's CPU time (steadier on a shared machine).
 Target (issue 13 item 2): clues cost <= 20%, i.e. ratio >= 0.8. Never fails on timings; exit 0.
