@@ -1,18 +1,18 @@
 """Top-k clues of a whole micro-batch at once: the batch's log-odds terms as flat arrays.
 
-A clue is (feature, its term in ``log P(top|x) - log P(second|x)``). ``clues_one`` scores one event;
-here every component gives the terms of *all* events as flat arrays (row, name, per-class vector),
-the per-row differences top - runner-up are taken in one indexing, and the k-th largest |term| of
-each row by ``np.partition`` of matrices padded with -inf: (events x 32) for the events with at
-most 32 terms, (longer events x the longest) for the others, while a matrix is not much larger
-than its terms (else one ``np.lexsort`` on (row, -|term|)), so a long document costs its own
-length only. The picked terms (the k largest of each row and any tied with the k-th) are ordered
-by a stable sort of each row, again as a narrow padded matrix. Only the picked terms are named
-(from the places the featurizer kept, :meth:`~streambayes.features.Batch.token_names`). Ties are
-ordered as
-``clues_one`` orders them: by |term| (descending), then name, then term order, so the two agree
-exactly, ties included. Components without a batched form (the semi-naive ones) are asked row by
-row, as ``clues_one`` does.
+A clue is (feature, its term in ``log P(top|x) - log P(second|x)``). ``clues_one`` scores one
+event; here every component gives the terms of *all* events as flat arrays (row, name, per-class
+vector), the per-row differences top - runner-up are taken in one indexing, and the k-th largest
+|term| of each row by ``np.partition`` of matrices padded with -inf: (events x 32, or k if larger)
+for the events with at most that many terms, (longer events x the longest) for the others, while a
+matrix is not much larger than its terms (else one ``np.lexsort`` on (row, -|term|)), so a long
+document costs its own length only. The picked terms (the k largest of each row and any tied with
+the k-th) are ordered by a stable sort of each row, again as a narrow padded matrix. Only the
+picked terms are named (from the places the featurizer kept,
+:meth:`~streambayes.features.Batch.token_names`). Ties are ordered as ``clues_one`` orders them: by
+|term| (descending), then name, then term order, so the two agree exactly, ties included.
+Components without a batched form (the semi-naive ones) are asked row by row, as ``clues_one``
+does.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from streambayes.features import Batch
 from streambayes.models.field_components import Categorical, Gaussian
 from streambayes.models.token_components import TokenTable
 
-PARTITION_CELLS = 1 << 20  # the padded matrix of _kth_largest: at most 8 MiB (and its copy)
+PARTITION_CELLS = 1 << 20  # the padded matrices of _kth_largest and _by_size: at most 8 MiB each
 KTH_WIDTH = 32  # rows of up to this many terms: one (rows x 32) matrix; longer rows apart
 SORT_WIDTH = 16  # the picked terms of a row sorted in a matrix row while no row has more
 

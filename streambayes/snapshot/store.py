@@ -18,7 +18,8 @@ One writer per store; any number of readers. Temporary files left by a crash
 (``.snapshot-*.tmp``) are invisible to readers and removed by a later write once they are
 ``stale_after`` seconds old (default 600): a younger one may be another writer's file in the middle
 of its write, as when a learner that has just lost a state shard in a rebalance checkpoints it once
-more while its new owner writes there.
+more while its new owner writes there. (Two such writers may also take the same next number:
+the later rename wins, each snapshot whole.)
 
 >>> import tempfile, numpy as np
 >>> with tempfile.TemporaryDirectory() as directory:
@@ -288,8 +289,10 @@ class SnapshotStore(BaseSnapshotStore):
                  limits: ReadLimits | None = None, key: bytes | None = None,
                  stale_after: float = STALE_TEMPORARY_SECONDS):
         super().__init__(keep, limits=limits, key=key)
-        if not stale_after >= 0:
-            raise ValueError(f"stale_after must be a number of seconds >= 0, got {stale_after!r}")
+        if isinstance(stale_after, bool) or not isinstance(stale_after, (int, float)) or \
+                not stale_after >= 0:
+            raise ValueError(f"stale_after must be a number of seconds >= 0 (inf: never), "
+                             f"got {stale_after!r}")
         self.directory = Path(directory)
         self.stale_after = stale_after
 

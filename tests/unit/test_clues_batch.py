@@ -136,6 +136,7 @@ def test_the_predictor_scores_each_batch_once_for_posteriors_and_clues(tmp_path,
     import json
 
     from streambayes.models.base import NaiveBayesBase
+    from streambayes.runtime.records.events import PosteriorJSON
     from streambayes.snapshot import SnapshotStore
 
     xs, ys = _sms(800)
@@ -154,6 +155,32 @@ def test_the_predictor_scores_each_batch_once_for_posteriors_and_clues(tmp_path,
     texts = [{"text": x["text"]} for x in xs[600:]]
     assert [p["clues"] for p in served] == [[list(c) for c in model.clues_one(x, 3)]
                                             for x in texts]
+
+    sent, calls[:] = [], []
+    of = PosteriorJSON.of.__func__
+    monkeypatch.setattr(PosteriorJSON, "of", classmethod(lambda cls, **f: sent.append(f["clues"])
+                                                         or of(cls, **f)))
+    loop, sink = _predictor(tmp_path, lines, 3)
+    loop.run()  # the clues' JSON made for each batch at once, spliced in
+    assert len(sent) == 200 and all(isinstance(c, bytes) for c in sent)
+
+    def timeless(values):
+        return [{k: v for k, v in json.loads(p).items() if k != "latency_ms"} for p in values]
+    assert timeless(sink.values("out")) == timeless(json.dumps(p) for p in served)
+    import streambayes.runtime.loops.predict as predict_loop
+
+    def no_json(clues):
+        raise RuntimeError("a clue JSON bug")
+    monkeypatch.setattr(predict_loop, "clue_json", no_json)
+    sent.clear()
+    loop, sink = _predictor(tmp_path, lines, 3)
+    loop.run()  # the same clues, as lists; scored once a batch all the same
+    assert all(isinstance(c, list) for c in sent) and "clue JSON failed" in caplog.text
+    assert timeless(sink.values("out")) == timeless(json.dumps(p) for p in served)
+    assert len(calls) == 2 + 2  # one scoring a batch in each run
+    monkeypatch.undo()
+    monkeypatch.setattr(NaiveBayesBase, "joint_log_likelihood_many",
+                        lambda self, X: calls.append(1) or scoring(self, X))
 
     def broken(self, batch, jll, k):
         raise RuntimeError("a clue bug")
@@ -199,10 +226,10 @@ def test_top_clues_equal_sorting_every_row_ties_and_nan_included(terms, n, k, in
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 9), st.sampled_from([0.5, -0.5, 1.0, 2.0, -3.0, float("nan"),
-                                                              0.25, 0.0, 7.0, -7.0])),
+                                                              0.25, 0.0, 7.0, -7.0, float("inf")])),
                 max_size=80),
        st.integers(1, 10), st.integers(1, 6), st.booleans(), st.integers(1, 5), st.integers(1, 17),
-       st.booleans(), st.data())
+       st.sampled_from([False, True, "first"]), st.data())
 def test_top_clues_every_way_of_finding_and_ordering(terms, n, k, in_row_order, kth_width, sort_width,
                                                       no_matrix, data):
     """Narrow matrices (rows longer than KTH_WIDTH in the second matrix, rows with more picked
@@ -218,9 +245,16 @@ def test_top_clues_every_way_of_finding_and_ordering(terms, n, k, in_row_order, 
     diffs = np.array([d for _, d in terms], np.float64)
     names = data.draw(st.lists(st.sampled_from(["tok:a", "tok:b", "x=1"]),
                                min_size=len(terms), max_size=len(terms)))
+    # no_matrix: none at all, or the first (short rows) and then a lexsort for the long rows
+    made = []
+
+    def cells(terms):
+        made.append(terms)
+        return 0 if no_matrix is True or (no_matrix == "first" and len(made) > 1) else 1 << 20
+
     with mock.patch.object(clues, "KTH_WIDTH", kth_width), \
             mock.patch.object(clues, "SORT_WIDTH", sort_width), \
-            mock.patch.object(clues, "_cells", (lambda terms: 0) if no_matrix else clues._cells):
+            mock.patch.object(clues, "_cells", cells):
         got = clues.top_clues(rows, diffs, lambda idx: [names[i] for i in np.asarray(idx).tolist()], n, k)
     want = _reference_top(rows, diffs, names, n, k)
     assert [[(a, repr(b)) for a, b in row] for row in got] == \

@@ -299,9 +299,10 @@ def test_a_young_temporary_is_left_to_its_writer(tmp_path):
     assert SnapshotStore(tmp_path, stale_after=0).write({"n": np.array([2])}, model="m", positions={},
                                                         events=2).id == "000002"
     assert not young.exists()
-    with pytest.raises(ValueError, match="stale_after"):
-        SnapshotStore(tmp_path, stale_after=-1)
-    assert store.child("part").stale_after == STALE_TEMPORARY_SECONDS
+    for bad in (-1, float("nan"), "5", None, True):
+        with pytest.raises(ValueError, match="stale_after"):
+            SnapshotStore(tmp_path, stale_after=bad)
+    assert SnapshotStore(tmp_path, stale_after=5).child("part").stale_after == 5
 
 
 def test_two_writers_of_one_store_do_not_remove_each_others_write(tmp_path, monkeypatch):

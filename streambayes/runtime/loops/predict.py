@@ -275,6 +275,23 @@ class PredictLoop:
             logger.exception("clues failed; posteriors of this batch carry none")
             return [[] for _ in good]
 
+    def _clue_records(self, clues: Any) -> list:
+        """The batch's clues as each posterior carries them: their JSON made at once
+        (:func:`clue_json`), else lists; none (logged) if both fail."""
+        try:
+            made = clue_json(clues)
+        except Exception:  # noqa: BLE001 (a defect of the fast way: the lists say the same)
+            logger.exception("clue JSON failed; this batch's clues are made as lists")
+            made = None
+        if made is not None:
+            return made
+        try:
+            with gc_paused():
+                return clues.lists()
+        except Exception:  # noqa: BLE001 (clues are evidence, not the answer)
+            logger.exception("clues failed; posteriors of this batch carry none")
+            return [[] for _ in range(clues.n)]
+
     def _predict(self, model: Any, good: list[Decoded]) -> tuple[list[Decoded], np.ndarray]:
         """Log-posteriors of the batch; events the model cannot featurize become dead letters."""
         self._batch_clues = None
@@ -284,20 +301,20 @@ class PredictLoop:
             return good, np.zeros((0, len(model.classes)))
 
         def predict(ds: list[Decoded], with_clues: bool = False) -> np.ndarray:
+            batched = getattr(model, "predict_log_proba_and_clue_batch", None)
+            if with_clues and batched is not None:
+                model._name_places = True  # the words' places kept from the first batch on
             X = model.featurize([d.x for d in ds])
             if is_per_key(model):
                 return model.predict_log_proba_many(X, [d.event.key for d in ds])
-            both = getattr(model, "predict_log_proba_and_clue_batch", None)
-            if with_clues and both is not None:
-                try:  # one scoring for both; the clues' JSON made for the batch at once
-                    log_proba, clues = both(X, self.clues)
-                    self._batch_clues = clue_json(clues)
-                    if self._batch_clues is None:
-                        with gc_paused():
-                            self._batch_clues = clues.lists()
-                    return log_proba
+            if with_clues and batched is not None:
+                try:  # one scoring for both
+                    log_proba, clues = batched(X, self.clues)
                 except Exception:  # noqa: BLE001 (asked apart below: a clue failure is _clues')
-                    self._batch_clues = None
+                    clues = None
+                if clues is not None:
+                    self._batch_clues = self._clue_records(clues)
+                    return log_proba
             both = getattr(model, "predict_log_proba_and_clues_many", None)
             if with_clues and both is not None:
                 try:  # one scoring for both
