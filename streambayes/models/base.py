@@ -346,9 +346,16 @@ class NaiveBayesBase:
 
         self._name_places = True
         batch = self._as_batch(X)
-        jll = self.joint_log_likelihood_many(batch)
-        if len(self._classes) >= 2 and batch.n:
-            return log_normalize(jll), self._clue_batch_of(batch, jll, k)
+        tables = [c for c in self._components if hasattr(c, "scores_kept_for")]
+        for table in tables:  # the prediction's entry scores kept for the clues' terms
+            table._keep_scores = True
+        try:
+            jll = self.joint_log_likelihood_many(batch)
+            if len(self._classes) >= 2 and batch.n:
+                return log_normalize(jll), self._clue_batch_of(batch, jll, k)
+        finally:
+            for table in tables:
+                table._keep_scores, table._kept_scores = False, None
         return log_normalize(jll), ClueBatch(batch.n, np.zeros(0, np.int64),
                                              np.zeros(batch.n + 1, np.int64), np.zeros(0), None)
 

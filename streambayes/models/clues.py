@@ -106,7 +106,8 @@ def top_clue_batch(rows: np.ndarray, diffs: np.ndarray, name_of, n: int, k: int)
     tie = (r[1:] == r[:-1]) & (s[1:] == s[:-1])
     if tie.any():  # equal |diff| in a row: by name, then position (a stable sort of each run)
         _names_first(picked, tie, name_of)
-    chosen = np.flatnonzero(np.arange(len(r)) - np.searchsorted(r, r) < k)  # the first k of each row
+    first = np.searchsorted(r, np.arange(n))  # each row's first picked term
+    chosen = np.flatnonzero(np.arange(len(r)) - first[r] < k)  # the first k of each row
     picked = picked[chosen]
     return ClueBatch(n, picked, np.searchsorted(r[chosen], np.arange(n + 1)), diffs[picked], name_of)
 
@@ -198,7 +199,14 @@ def _names_first(picked: np.ndarray, tie: np.ndarray, name_of) -> None:
     at = np.flatnonzero(in_run)
     run = np.cumsum(np.r_[True, ~tie])[at]  # the run of each tied term
     names = np.empty(len(at), object)
-    names[:] = name_of(picked[at])
+    spans = getattr(name_of, "byte_spans", None)
+    got = spans(picked[at]) if spans is not None else None
+    if got is not None:  # the words' UTF-8 bytes: ordered as their strings (one prefix for all)
+        buf, starts, ends, _ = got
+        raw = buf.base if isinstance(buf.base, bytes) else buf.tobytes()
+        names[:] = [raw[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+    else:
+        names[:] = name_of(picked[at])
     picked[at] = picked[at][np.lexsort((names, run))]
 
 
@@ -209,7 +217,9 @@ def batch_terms(components, batch: Batch, scale: float, a: np.ndarray, b: np.nda
         r, vecs, name_of = contributions_many(comp, batch, scale)
         if len(r):
             rows.append(r)
-            diffs.append(vecs[np.arange(len(r)), a[r]] - vecs[np.arange(len(r)), b[r]])
+            at = np.arange(len(r)) * vecs.shape[1]  # flat places: one gather each
+            flat = vecs.reshape(-1)
+            diffs.append(flat[at + a[r]] - flat[at + b[r]])
             namers.append(name_of)
             offsets.append(offsets[-1] + len(r))
     if not rows:
@@ -267,10 +277,11 @@ def _tokens(comp: TokenTable, batch: Batch, scale: float):
     nf = comp.n_features
     sr = comp._presence(batch)
     rows, buckets, values = sr.row_ids(), sr.indices, sr.values
-    keep, counts = comp._counts_of(buckets)
+    # the scores the prediction made (per distinct id, then gathered: the same numbers)
+    keep, scores = comp.scores_kept_for(buckets, scale)
     if keep is not None:
         rows, buckets, values = rows[keep], buckets[keep], values[keep]
-    scores = comp.entry_scores(counts, scale) * values  # (classes, kept entries)
+    scores = scores * values  # (classes, kept entries)
     flat = rows * nf + buckets
     order = np.argsort(flat, kind="stable")
     ordered = flat[order]

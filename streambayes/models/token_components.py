@@ -43,6 +43,9 @@ class TokenTable:
         self._cache: dict = {}
         self._last_lookup: tuple | None = None
         self._batch_cols: tuple | None = None  # (a predicted batch's ids, their columns then)
+        # a batch scored for clues keeps its entry scores for them (:meth:`scores_kept_for`)
+        self._keep_scores = False
+        self._kept_scores: tuple | None = None
         self._auto = [1.0, -1.0]  # alpha="auto": (fitted alpha, counted mass at the fit; -1: none)
 
     def params(self) -> dict:
@@ -242,6 +245,8 @@ class TokenTable:
         sr = self._presence(batch)
         r, vals = sr.row_ids(), sr.values
         keep, scores = self._entry_scores_of(sr.indices, scale)
+        if self._keep_scores:
+            self._kept_scores = (sr.indices, scale, len(self.table), keep, scores)
         if keep is not None:
             r, vals = r[keep], vals[keep]
         contrib = scores * vals
@@ -249,6 +254,15 @@ class TokenTable:
             out[:, j] = np.bincount(r, contrib[j], minlength=batch.n)
         const = self.row_constant(scale)
         return out if const is None else out + const
+
+    def scores_kept_for(self, ids: np.ndarray, scale: float) -> tuple[np.ndarray | None, np.ndarray]:
+        """:meth:`_entry_scores_of` ``(ids, scale)``: the ones the prediction of these same ids
+        kept (a clue batch: ``_keep_scores``; nothing learned since), else made again. The kept
+        ones are let go either way."""
+        kept, self._kept_scores = self._kept_scores, None
+        if kept is not None and kept[0] is ids and kept[1] == scale and kept[2] == len(self.table):
+            return kept[3], kept[4]
+        return self._entry_scores_of(ids, scale)
 
     def _entry_scores_of(self, ids: np.ndarray, scale: float) -> tuple[np.ndarray | None, np.ndarray]:
         """(which ids count at prediction — None for all —, :meth:`entry_scores` of each).

@@ -337,3 +337,23 @@ def test_a_posterior_with_clue_json_is_the_posterior_with_clue_lists():
     assert PosteriorJSON.of(clues=_json_of_lists([clues])[0], **fields) == want
     assert want == Posterior(clues=clues, **fields).model_dump_json().encode()
     assert PosteriorJSON.of(clues=b"[]", **fields) == PosteriorJSON.of(clues=[], **fields)
+
+
+def test_a_clue_batch_scores_its_entries_once_and_keeps_nothing_after(monkeypatch):
+    from streambayes.models.token_components import TokenTable
+
+    xs, ys = _sms(600)
+    xs = [{"text": x["text"]} for x in xs]
+    model = make_model("mnb")
+    model.learn_many(xs[:500], ys[:500])
+    want = model.clues_many(xs[500:], 5)
+    made = []
+    scores_of = TokenTable._entry_scores_of
+    monkeypatch.setattr(TokenTable, "_entry_scores_of",
+                        lambda self, ids, scale: made.append(len(ids)) or scores_of(self, ids, scale))
+    log_proba, clues = model.predict_log_proba_and_clue_batch(xs[500:], 5)
+    assert len(made) == 1 and clues.lists() == want  # the prediction's scores, the same clues
+    table = model._components[0]
+    assert table._kept_scores is None and not table._keep_scores
+    model.clues_many(xs[500:], 5)  # not kept outside a clue batch: made for the clues again
+    assert len(made) == 3
