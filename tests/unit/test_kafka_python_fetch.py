@@ -218,3 +218,33 @@ def test_a_helper_told_to_stop_while_it_waits_for_a_broker_ends_at_once():
     FakeConsumer.refusals = 0
     mine.close()
     theirs.close()
+
+
+def test_a_group_member_asks_for_the_topics_partitions_before_it_joins():
+    import threading
+    import time
+
+    from streambayes.runtime.kafka.kafka_python import _await_topic
+
+    class Consumer:
+        def __init__(self, answers):
+            self.answers, self.asked = list(answers), 0
+
+        def partitions_for_topic(self, topic):
+            self.asked += 1
+            answer = self.answers.pop(0) if self.answers else set()
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+    known = Consumer([set(), RuntimeError("no broker answer"), {0, 1}])
+    _await_topic(known, "t", threading.Event(), seconds=5)
+    assert known.asked == 3  # until the partitions were known, a failure in between
+    unknown, start = Consumer([]), time.monotonic()
+    _await_topic(unknown, "t", threading.Event(), seconds=0.6)
+    assert 0.5 < time.monotonic() - start < 3 and unknown.asked >= 2  # then joins all the same
+    stop = threading.Event()
+    stop.set()
+    stopped = Consumer([])
+    _await_topic(stopped, "t", stop, seconds=60)
+    assert stopped.asked == 0

@@ -302,6 +302,28 @@ _UNASSIGNED_CHECK_SECONDS = 5.0
 _ADMIN_TIMEOUT_MS = 5000  # a check waits at most this long per request
 
 
+# Before a member first joins, its client asks for the topic's partitions (for at most this long,
+# a topic that does not exist yet included): a leader that has them assigns them, and the check
+# above is left for the cases it cannot prevent (a rebalance, a topic made later).
+_TOPIC_WAIT_SECONDS = 3.0
+
+
+def _await_topic(consumer: Any, topic: str, stop: threading.Event,
+                 seconds: float = _TOPIC_WAIT_SECONDS) -> None:
+    """Wait (at most ``seconds``, or until ``stop``) until ``consumer``'s metadata knows
+    ``topic``'s partitions; best effort: a failure is logged and the member joins all the same."""
+    deadline = time.monotonic() + seconds
+    while not stop.is_set():
+        try:
+            if consumer.partitions_for_topic(topic):
+                return
+        except Exception as exc:  # noqa: BLE001 (a head start, not a condition of joining)
+            logger.debug("partitions of %s unknown before joining: %s", topic, exc)
+        if time.monotonic() >= deadline:
+            return
+        stop.wait(0.25)
+
+
 def nobody_holds(topic: str, topics: Sequence[Mapping], group: Mapping | None) -> int:
     """The partition count of ``topic`` when the (stable) ``group`` gives no member any of them;
     0 when a member holds one, or when the answer is not clear (a group not stable, a member's
@@ -364,6 +386,7 @@ class GroupSource:
         kwargs.setdefault("metadata_max_age_ms", _METADATA_MAX_AGE_MS)
         self._consumer = retrying(lambda: new_consumer(**kwargs), f"connect to {bootstrap}",
                                   _CONNECT_ERRORS, self.stop)
+        _await_topic(self._consumer, topic, self.stop)
         self._consumer.subscribe([topic])
         self._next: dict[int, int] = {}
         self._backoff = Backoff(stop=self.stop)
