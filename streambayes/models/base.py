@@ -329,14 +329,13 @@ class NaiveBayesBase:
         return self._clues_of(batch, self.joint_log_likelihood_many(batch), k)
 
     def predict_log_proba_and_clues_many(self, X, k: int = 5) -> tuple[np.ndarray, list[list]]:
-        """``(predict_log_proba_many(X), clues_many(X, k))`` from one scoring of the batch: the
-        predictor's call when it serves clues (equal to the two calls, ties included)."""
-        self._name_places = True
-        batch = self._as_batch(X)
-        jll = self.joint_log_likelihood_many(batch)
-        clues = self._clues_of(batch, jll, k) if len(self._classes) >= 2 else \
-            [[] for _ in range(batch.n)]
-        return log_normalize(jll), clues
+        """``(predict_log_proba_many(X), clues_many(X, k))`` from one scoring of the batch (equal
+        to the two calls, ties included); the predictor takes :meth:`predict_log_proba_and_clue_batch`."""
+        from streambayes.models.clues import gc_paused
+
+        log_proba, clues = self.predict_log_proba_and_clue_batch(X, k)
+        with gc_paused():  # ~k tuples per event: one young collection, not one per 700 of them
+            return log_proba, clues.lists()
 
     def predict_log_proba_and_clue_batch(self, X, k: int = 5) -> tuple[np.ndarray, ClueBatch]:
         """``predict_log_proba_and_clues_many`` with the clues as a
@@ -356,8 +355,7 @@ class NaiveBayesBase:
         finally:
             for table in tables:
                 table._keep_scores, table._kept_scores = False, None
-        return log_normalize(jll), ClueBatch(batch.n, np.zeros(0, np.int64),
-                                             np.zeros(batch.n + 1, np.int64), np.zeros(0), None)
+        return log_normalize(jll), ClueBatch.none(batch.n)
 
     def _clues_of(self, batch: Batch, jll: np.ndarray, k: int) -> list[list[tuple[str, float]]]:
         """The clues of ``batch`` whose joint log-likelihoods are ``jll`` (two classes or more)."""

@@ -73,6 +73,11 @@ class ClueBatch:
                  name_of) -> None:
         self.n, self.picked, self.bounds, self.values, self.name_of = n, picked, bounds, values, name_of
 
+    @classmethod
+    def none(cls, n: int) -> ClueBatch:
+        """No clue for any of ``n`` events."""
+        return cls(n, np.zeros(0, np.int64), np.zeros(n + 1, np.int64), np.zeros(0), None)
+
     def lists(self) -> list[list[tuple[str, float]]]:
         pairs = list(zip(self.name_of(self.picked), self.values.tolist(), strict=True)) \
             if len(self.picked) else []
@@ -90,7 +95,7 @@ class ClueBatch:
 def top_clue_batch(rows: np.ndarray, diffs: np.ndarray, name_of, n: int, k: int) -> ClueBatch:
     """:func:`top_clues` as a :class:`ClueBatch`: each row's k terms with the largest |diff|."""
     if not len(rows) or k <= 0:
-        return ClueBatch(n, np.zeros(0, np.int64), np.zeros(n + 1, np.int64), np.zeros(0), name_of)
+        return ClueBatch.none(n)
     size = np.abs(diffs)
     size[np.isnan(size)] = -1.0
     by_row = None
