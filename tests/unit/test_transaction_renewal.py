@@ -540,14 +540,28 @@ def test_the_first_producer_waits_while_the_coordinator_loads(monkeypatch, caplo
     assert "the coordinator is not ready" in caplog.text
 
 
-@pytest.mark.parametrize("code", ["_TIMED_OUT", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"])
+def test_the_first_producer_waits_while_the_broker_is_away(monkeypatch, caplog):
+    """Found in CI: a predictor started while the broker restarted got a timed-out
+    init_transactions and exited 1; it waits as a renewal does."""
+    from confluent_kafka import KafkaError
+
+    monkeypatch.setitem(transactions._BACKENDS, "fake", _Starting)
+    _quick_backoff(monkeypatch)
+    _Backend.made, _Backend.start_failures, _Starting.tries = [], [], 0
+    _Starting.first_failures = [_kafka_exception(KafkaError._TIMED_OUT, retriable=True)] * 2
+    sink = TransactionalSink("fake", "127.0.0.1:9", "tid", renew=True)
+    assert _Starting.tries == 3 and len(_Backend.made) == 1 and sink._impl is _Backend.made[0]
+    assert "the broker is away" in caplog.text
+
+
+@pytest.mark.parametrize("code", ["TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "INVALID_CONFIG"])
 def test_the_first_producer_raises_any_other_error_at_once(monkeypatch, code):
     from confluent_kafka import KafkaError
 
     monkeypatch.setitem(transactions._BACKENDS, "fake", _Starting)
     _quick_backoff(monkeypatch)
     _Backend.made, _Starting.tries = [], 0
-    _Starting.first_failures = [_kafka_exception(getattr(KafkaError, code), retriable=True)]
+    _Starting.first_failures = [_kafka_exception(getattr(KafkaError, code))]  # not retriable
     with pytest.raises(Exception, match=code.lstrip("_")):
         TransactionalSink("fake", "127.0.0.1:9", "tid", renew=True)
     assert _Starting.tries == 1

@@ -271,23 +271,27 @@ class TransactionalSink:
     def _first(self) -> Any:
         """The first producer, made again with backoff while the transaction coordinator is not
         ready (a broker just started answers ``init_transactions`` with
-        COORDINATOR_LOAD_IN_PROGRESS for a while: a predictor started then exited 1, seen in CI),
-        for up to :data:`ABORT_PATIENCE` seconds; any other error is raised at once, as before. A
-        stop request meanwhile raises :class:`NetworkUnavailable` (status 0, nothing committed)."""
+        COORDINATOR_LOAD_IN_PROGRESS for a while: a predictor started then exited 1, seen in CI)
+        or the broker is away (``init_transactions`` timed out: a predictor started while the
+        broker restarted exited 1, seen in CI), for up to :data:`ABORT_PATIENCE` seconds, as a
+        renewal waits (:meth:`_restarted`); any other error is raised at once. A stop request
+        meanwhile raises :class:`NetworkUnavailable` (status 0, nothing committed)."""
         start = time.monotonic()
         backoff = Backoff(0.5, 5.0, stop=self.stop)
-        loading = getattr(_BACKENDS[self.client], "loading", lambda exc: False)
+        backend = _BACKENDS[self.client]
+        loading = getattr(backend, "loading", lambda exc: False)
+        away = getattr(backend, "unavailable", lambda exc: False)
         while True:
             try:
                 return self._make()
             except Exception as exc:
-                if not loading(exc) or time.monotonic() - start > ABORT_PATIENCE:
+                if not (loading(exc) or away(exc)) or time.monotonic() - start > ABORT_PATIENCE:
                     raise
                 if not backoff.wait():
                     raise NetworkUnavailable(f"stopped while the transaction coordinator of "
                                              f"{self.transactional_id} was loading") from exc
-                logger.warning("transactional producer %s: the coordinator is not ready (%s); "
-                               "trying again", self.transactional_id, exc)
+                logger.warning("transactional producer %s: the coordinator is not ready or the "
+                               "broker is away (%s); trying again", self.transactional_id, exc)
 
     def _restarted(self) -> Any:
         """A new producer with the same transactional id, tried again with backoff while its
