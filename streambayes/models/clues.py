@@ -12,7 +12,8 @@ picked terms are named (from the places the featurizer kept,
 :meth:`~streambayes.features.Batch.token_names`). Ties are ordered as ``clues_one`` orders them: by
 |term| (descending), then name, then term order, so the two agree exactly, ties included.
 Components without a batched form (the semi-naive ones) are asked row by row, as ``clues_one``
-does.
+does. A batch of at most :data:`SMALL_TERMS` terms (a few events: a predictor at low load) is
+sorted in Python instead, every term named: the numpy passes' fixed cost is most of its time.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from streambayes.models.token_components import TokenTable
 PARTITION_CELLS = 1 << 20  # the padded matrices of _kth_largest and _by_size: at most 8 MiB each
 KTH_WIDTH = 32  # rows of up to this many terms: one (rows x 32) matrix; longer rows apart
 SORT_WIDTH = 16  # the picked terms of a row sorted in a matrix row while no row has more
+SMALL_TERMS = 160  # a batch with at most this many terms: sorted in Python (the numpy passes' fixed
+# cost, ~0.3 ms, is most of a few events' clue time: the predictor's small batches at low load)
 
 
 @contextmanager
@@ -98,6 +101,8 @@ def top_clue_batch(rows: np.ndarray, diffs: np.ndarray, name_of, n: int, k: int)
         return ClueBatch.none(n)
     size = np.abs(diffs)
     size[np.isnan(size)] = -1.0
+    if len(rows) <= SMALL_TERMS:
+        return _top_few(rows, diffs, size, name_of, n, k)
     by_row = None
     if len(rows) > 1 and not (rows[1:] >= rows[:-1]).all():  # one component's rows ascend already
         by_row = np.argsort(rows, kind="stable")
@@ -115,6 +120,34 @@ def top_clue_batch(rows: np.ndarray, diffs: np.ndarray, name_of, n: int, k: int)
     chosen = np.flatnonzero(np.arange(len(r)) - first[r] < k)  # the first k of each row
     picked = picked[chosen]
     return ClueBatch(n, picked, np.searchsorted(r[chosen], np.arange(n + 1)), diffs[picked], name_of)
+
+
+def _top_few(rows: np.ndarray, diffs: np.ndarray, size: np.ndarray, name_of, n: int,
+             k: int) -> ClueBatch:
+    """:func:`top_clue_batch` of a few terms by one Python sort on (row, -size, name, position):
+    every term named (a few strings), no padded matrix."""
+    r, s, names = rows.tolist(), size.tolist(), name_of(np.arange(len(rows)))
+    counts, picked = [0] * n, []
+    for j in sorted(range(len(r)), key=lambda j: (r[j], -s[j], names[j], j)):
+        if counts[r[j]] < k:
+            counts[r[j]] += 1
+            picked.append(j)
+    bounds = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=bounds[1:])
+    chosen = np.array(picked, np.int64)
+    return ClueBatch(n, chosen, bounds, diffs[chosen], _Named(names, name_of))
+
+
+class _Named:
+    """A namer that gives names made already (``byte_spans`` kept from the one that made them)."""
+
+    __slots__ = ("names", "byte_spans")
+
+    def __init__(self, names: list[str], name_of) -> None:
+        self.names, self.byte_spans = names, getattr(name_of, "byte_spans", None)
+
+    def __call__(self, idx: np.ndarray) -> list[str]:
+        return [self.names[i] for i in np.asarray(idx).tolist()]
 
 
 def _by_size(picked: np.ndarray, rows: np.ndarray, size: np.ndarray, n: int) -> np.ndarray:

@@ -205,11 +205,14 @@ def _reference_top(rows, diffs, names, n, k):
 @given(st.lists(st.tuples(st.integers(0, 7), st.sampled_from([0.5, -0.5, 1.0, 2.0, -3.0, float("nan"),
                                                               float("inf"), 0.25, 0.0])),
                 max_size=60),
-       st.integers(1, 8), st.integers(1, 6), st.booleans(), st.data())
-def test_top_clues_equal_sorting_every_row_ties_and_nan_included(terms, n, k, in_row_order, data):
-    """The matrix path (terms in row order), its hand-over of rows tied across the cut, and the
-    sorting path (terms in any order) all give each row's k terms by |diff|, name, position."""
-    from streambayes.models.clues import top_clues
+       st.integers(1, 8), st.integers(1, 6), st.booleans(), st.booleans(), st.data())
+def test_top_clues_equal_sorting_every_row_ties_and_nan_included(terms, n, k, in_row_order, few, data):
+    """The matrix path (terms in row order), its hand-over of rows tied across the cut, the
+    sorting path (terms in any order) and the Python sort of a few terms all give each row's k
+    terms by |diff|, name, position."""
+    from unittest import mock
+
+    from streambayes.models import clues
 
     terms = [(r % n, d) for r, d in terms]
     if in_row_order:
@@ -218,7 +221,8 @@ def test_top_clues_equal_sorting_every_row_ties_and_nan_included(terms, n, k, in
     diffs = np.array([d for _, d in terms], np.float64)
     names = data.draw(st.lists(st.sampled_from(["tok:a", "tok:b", "tok:c", "x=1"]),
                                min_size=len(terms), max_size=len(terms)))
-    got = top_clues(rows, diffs, lambda idx: [names[i] for i in np.asarray(idx).tolist()], n, k)
+    with mock.patch.object(clues, "SMALL_TERMS", 1 << 20 if few else -1):
+        got = clues.top_clues(rows, diffs, lambda idx: [names[i] for i in np.asarray(idx).tolist()], n, k)
     want = _reference_top(rows, diffs, names, n, k)
     assert [[(a, repr(b)) for a, b in row] for row in got] == \
         [[(a, repr(b)) for a, b in row] for row in want]
@@ -254,6 +258,7 @@ def test_top_clues_every_way_of_finding_and_ordering(terms, n, k, in_row_order, 
 
     with mock.patch.object(clues, "KTH_WIDTH", kth_width), \
             mock.patch.object(clues, "SORT_WIDTH", sort_width), \
+            mock.patch.object(clues, "SMALL_TERMS", -1), \
             mock.patch.object(clues, "_cells", cells):
         got = clues.top_clues(rows, diffs, lambda idx: [names[i] for i in np.asarray(idx).tolist()], n, k)
     want = _reference_top(rows, diffs, names, n, k)
@@ -290,8 +295,11 @@ def test_clue_json_is_the_bytes_of_the_clue_lists(name):
     assert any(b"\\u" in g or any(c >= 0x80 for c in g) for g in got)  # a non-ASCII name went through
 
 
-def test_clue_json_gives_way_where_json_would_escape_or_names_are_not_words():
+def test_clue_json_gives_way_where_json_would_escape_or_names_are_not_words(monkeypatch):
+    from streambayes.runtime.records import events
     from streambayes.runtime.records.events import clue_json
+
+    monkeypatch.setattr(events, "SMALL_CLUES", 0)  # the numpy passes, however few the clues
 
     xs, ys = _sms(400)
     bnb = make_model("bnb")  # "(absent words)" is no word of the texts
@@ -357,3 +365,26 @@ def test_a_clue_batch_scores_its_entries_once_and_keeps_nothing_after(monkeypatc
     assert table._kept_scores is None and not table._keep_scores
     model.clues_many(xs[500:], 5)  # not kept outside a clue batch: made for the clues again
     assert len(made) == 3
+
+
+@pytest.mark.parametrize("name", ["nb", "bnb", "cnb", "catnb"])
+def test_a_few_clues_are_written_from_their_lists(name):
+    """Below SMALL_CLUES (the predictor's small batches at low load) clue_json writes the lists'
+    JSON itself, for names the numpy passes give way on too ("(absent words)", a field's clue,
+    escapes), and a few terms are sorted in Python: the same clues as clues_one, byte for byte."""
+    from streambayes.models import clues as clue_module
+    from streambayes.runtime.records.events import SMALL_CLUES, clue_json
+
+    xs, ys = _sms(400)
+    if name == "catnb":
+        xs = [x | {"channel": "sms"} for x in xs]
+    model = make_model(name)
+    model.learn_many(xs, ys)
+    odd = [{"text": 'say "hi" back\\slash\ttab naïve 😀'} | ({"channel": "sms"} if name == "catnb" else {})]
+    for batch in (xs[:1], xs[1:3], odd, xs[3:8] + odd):
+        log_proba, clues = model.predict_log_proba_and_clue_batch(batch, 5)
+        assert 0 < len(clues.picked) < SMALL_CLUES
+        assert isinstance(clues.name_of, clue_module._Named)  # a few terms: the Python sort
+        want = [model.clues_one(x, 5) for x in batch]
+        assert clues.lists() == want
+        assert clue_json(clues) == _json_of_lists(want)

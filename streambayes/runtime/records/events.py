@@ -155,6 +155,9 @@ class PosteriorJSON(bytes):
         return out
 
 
+SMALL_CLUES = 256  # fewer clues in a batch: clue_json writes them from their lists
+
+
 def clue_json(clues: ClueBatch) -> list[bytes] | None:
     """Each event's clues as the JSON ``Posterior`` writes them (``[["tok:win",1.5],...]``, the
     bytes of ``to_json(clues.lists()[i], inf_nan_mode="null")``), made for the whole batch at
@@ -162,13 +165,17 @@ def clue_json(clues: ClueBatch) -> list[bytes] | None:
     all and cut at the commas; then the output is one gather of byte runs (the names from the
     texts' UTF-8 bytes, the terms, the brackets, quotes and commas between them), cut into one
     ``bytes`` per event. None when the names are not all words of the texts, or one would need
-    escaping in JSON (a quote, a backslash, a control character): ``lists()`` then.
+    escaping in JSON (a quote, a backslash, a control character): ``lists()`` then. Fewer than
+    :data:`SMALL_CLUES` clues (a few events: the predictor at low load) are written from their
+    lists at once, which costs less than the passes' fixed cost there.
 
     A ``bytes`` given as ``clues`` to :meth:`PosteriorJSON.of` is spliced in as it is.
     """
     n, m = clues.n, len(clues.picked)
     if not m:
         return [b"[]"] * n
+    if m < SMALL_CLUES:  # a few: the lists' own JSON costs less than the numpy passes' fixed cost
+        return [to_json(c, inf_nan_mode="null") for c in clues.lists()]
     spans = clues.name_spans()
     if spans is None:
         return None
