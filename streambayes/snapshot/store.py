@@ -19,7 +19,9 @@ One writer per store; any number of readers. Temporary files left by a crash
 ``stale_after`` seconds old (default 600): a younger one may be another writer's file in the middle
 of its write, as when a learner that has just lost a state shard in a rebalance checkpoints it once
 more while its new owner writes there. (Two such writers may also take the same next number:
-the later rename wins, each snapshot whole.)
+each publishes with a hard link, which never replaces a file, so the later one takes the number
+after: both are kept. On a file system without hard links the later rename wins, each snapshot
+whole.)
 
 >>> import tempfile, numpy as np
 >>> with tempfile.TemporaryDirectory() as directory:
@@ -35,6 +37,7 @@ the later rename wins, each snapshot whole.)
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import re
@@ -58,6 +61,13 @@ _NAME = re.compile(r"snapshot-(\d{6,})\.sbs")
 _TEMP = re.compile(r"\.snapshot-\d{6,}\.sbs\.[^/]*\.tmp")
 # A temporary this old is a crash's leftover, never a live write's (its mtime moves with each write).
 STALE_TEMPORARY_SECONDS = 600.0
+_NUMBER_ATTEMPTS = 100  # next numbers tried when other writers keep taking them (then an error)
+_NO_HARD_LINKS = {getattr(errno, name) for name in ("EPERM", "EOPNOTSUPP", "ENOTSUP", "ENOSYS", "EXDEV",
+                                                     "EMLINK") if hasattr(errno, name)}
+
+
+class _NumberTaken(Exception):
+    """Another writer published this snapshot number first: take the next one."""
 _CHILD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,199}")
 
 
@@ -155,15 +165,23 @@ class BaseSnapshotStore(ABC):
         """Store ``state`` durably as the next snapshot, then prune to the newest ``keep``."""
         if not isinstance(state, Mapping) or not state:
             raise SnapshotError(f"refusing to write an empty snapshot: state is {state!r}")
-        numbers = self._numbers()
-        number = (numbers[-1] if numbers else 0) + 1
-        snapshot_id = format_id(number)
-        data, header = pack(
-            state, snapshot_id=snapshot_id, model=model, config=config or {},
-            positions=positions, events=events, created_at=_utc_now(), key=self.key,
-        )  # fmt: skip
-        self._clean_temporaries()
-        self._put(number, data)
+        for _ in range(_NUMBER_ATTEMPTS):  # another writer may take a number first (_NumberTaken)
+            numbers = self._numbers()
+            number = (numbers[-1] if numbers else 0) + 1
+            snapshot_id = format_id(number)
+            data, header = pack(
+                state, snapshot_id=snapshot_id, model=model, config=config or {},
+                positions=positions, events=events, created_at=_utc_now(), key=self.key,
+            )  # fmt: skip
+            self._clean_temporaries()
+            try:
+                self._put(number, data)
+                break
+            except _NumberTaken:
+                continue
+        else:
+            raise SnapshotError(f"cannot write a snapshot to {self}: other writers took the next "
+                                f"number {_NUMBER_ATTEMPTS} times")
         for old in self._numbers()[: -self.keep]:
             if old != number:
                 self._remove(old)
@@ -331,7 +349,11 @@ class SnapshotStore(BaseSnapshotStore):
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.replace(temp, final)
+            _publish(temp, final)
+        except _NumberTaken:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
         except BaseException as exc:
             with contextlib.suppress(OSError):
                 os.unlink(temp)
@@ -363,6 +385,23 @@ class SnapshotStore(BaseSnapshotStore):
                     with contextlib.suppress(FileNotFoundError):
                         if path.stat().st_mtime <= cutoff:
                             path.unlink()
+
+
+def _publish(temp: Path, final: Path) -> None:
+    """``temp`` becomes ``final`` atomically, unless ``final`` exists (another writer's snapshot of
+    that number: :class:`_NumberTaken`): a hard link, then the temporary name removed. Where the
+    file system has no hard links, a rename (which replaces)."""
+    try:
+        os.link(temp, final)
+    except FileExistsError:
+        raise _NumberTaken(final.name) from None
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINKS:
+            raise
+        os.replace(temp, final)
+        return
+    with contextlib.suppress(OSError):  # published: a name left over is removed once stale
+        os.unlink(temp)
 
 
 class MemorySnapshotStore(BaseSnapshotStore):

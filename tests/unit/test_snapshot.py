@@ -308,23 +308,57 @@ def test_a_young_temporary_is_left_to_its_writer(tmp_path):
 def test_two_writers_of_one_store_do_not_remove_each_others_write(tmp_path, monkeypatch):
     # A learner that has just lost a state shard in a rebalance may checkpoint it once more while
     # the shard's new owner writes there: the other's write (which cleans leftovers) runs between
-    # this one's temporary and its rename. Before, it removed the temporary and the rename failed.
+    # this one's temporary and its publishing. Before, it removed the temporary and the rename
+    # failed; then the later rename replaced the other's snapshot of the same number. Now the
+    # later writer takes the next number: both snapshots are kept.
     first, second = SnapshotStore(tmp_path, keep=5), SnapshotStore(tmp_path, keep=5)
     write(first, 1)
-    replace = os.replace
+    link = os.link
     interleaved = []
 
     def other_writes_first(src, dst):
         if not interleaved:
             interleaved.append(None)
             interleaved[0] = write(second, 2).id
-        replace(src, dst)
+        link(src, dst)
 
-    monkeypatch.setattr(os, "replace", other_writes_first)
+    monkeypatch.setattr(os, "link", other_writes_first)
     info = write(first, 3)
     monkeypatch.undo()
-    assert interleaved == ["000002"] and info.id == "000002"
-    assert first.latest().state["n"] == 3 and not list(tmp_path.glob(".*.tmp"))
+    assert interleaved == ["000002"] and info.id == "000003"
+    assert [(s.id, int(first.load(s.id).state["n"])) for s in first.list()] == \
+        [("000001", 1), ("000002", 2), ("000003", 3)]
+    assert first.latest().id == "000003" and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_writer_gives_up_when_others_keep_taking_the_next_number(tmp_path, monkeypatch):
+    store = SnapshotStore(tmp_path, keep=5)
+    write(store, 1)
+
+    def taken(src, dst):
+        raise FileExistsError(17, "File exists", str(dst))
+
+    monkeypatch.setattr(os, "link", taken)
+    with pytest.raises(SnapshotError, match="other writers took the next number 100 times"):
+        write(store, 2)
+    monkeypatch.undo()
+    assert store.ids() == ["000001"] and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_without_hard_links_a_snapshot_is_published_by_rename(tmp_path, monkeypatch):
+    import errno
+
+    store = SnapshotStore(tmp_path, keep=5)
+
+    def no_links(src, dst):
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    write(store, 1)
+    write(store, 2)
+    monkeypatch.undo()
+    assert store.ids() == ["000001", "000002"] and int(store.latest().state["n"]) == 2
+    assert not list(tmp_path.glob(".*.tmp"))
 
 
 def test_failed_rename_leaves_previous_snapshot_and_no_temporary(tmp_path, monkeypatch):
@@ -334,7 +368,7 @@ def test_failed_rename_leaves_previous_snapshot_and_no_temporary(tmp_path, monke
     def crash(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(os, "replace", crash)
+    monkeypatch.setattr(os, "link", crash)
     with pytest.raises(SnapshotError, match="cannot write snapshot .*000002.* disk full"):
         write(store, 2)
     monkeypatch.undo()
