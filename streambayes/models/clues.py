@@ -236,16 +236,28 @@ def _names_first(picked: np.ndarray, tie: np.ndarray, name_of) -> None:
     in_run[1:] |= tie
     at = np.flatnonzero(in_run)
     run = np.cumsum(np.r_[True, ~tie])[at]  # the run of each tied term
-    names = np.empty(len(at), object)
     spans = getattr(name_of, "byte_spans", None)
     got = spans(picked[at]) if spans is not None else None
-    if got is not None:  # the words' UTF-8 bytes: ordered as their strings (one prefix for all)
-        buf, starts, ends, _ = got
-        raw = buf.base if isinstance(buf.base, bytes) else buf.tobytes()
-        names[:] = [raw[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
-    else:
+    names = _fixed_width(*got[:3]) if got is not None else None
+    if names is None:
+        names = np.empty(len(at), object)
         names[:] = name_of(picked[at])
     picked[at] = picked[at][np.lexsort((names, run))]
+
+
+def _fixed_width(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray | None:
+    """The words ``buf[starts[i]:ends[i]]`` as one numpy bytes array (``S<longest>``, padded with
+    NUL), which orders them as their UTF-8 bytes, i.e. as their strings (one prefix for all); None
+    when a word ends with a NUL byte (the padding would hide it)."""
+    lengths = ends - starts
+    width = int(lengths.max()) if len(lengths) else 0
+    if not width or (buf[ends[lengths > 0] - 1] == 0).any():
+        return None
+    rows = np.repeat(np.arange(len(starts)), lengths)
+    place = np.arange(len(rows)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    matrix = np.zeros((len(starts), width), np.uint8)
+    matrix[rows, place] = buf[starts[rows] + place]
+    return matrix.view(f"S{width}").reshape(-1)
 
 
 def batch_terms(components, batch: Batch, scale: float, a: np.ndarray, b: np.ndarray):

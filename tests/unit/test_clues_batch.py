@@ -388,3 +388,21 @@ def test_a_few_clues_are_written_from_their_lists(name):
         want = [model.clues_one(x, 5) for x in batch]
         assert clues.lists() == want
         assert clue_json(clues) == _json_of_lists(want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet="ab\x00éß😀z", max_size=4), max_size=12))
+def test_tied_names_as_fixed_width_bytes_order_as_their_strings(words):
+    """Tie names compared as one numpy bytes array (padded with NUL) order as the strings do,
+    prefixes first; a word ending with NUL (the padding would hide it) gives way to the strings."""
+    from streambayes.models.clues import _fixed_width
+
+    raw = [w.encode() for w in words]
+    ends = np.cumsum([len(r) for r in raw], dtype=np.int64)
+    starts = ends - [len(r) for r in raw]
+    buf = np.frombuffer(b"".join(raw) + b"!", np.uint8)  # a byte after the last word
+    got = _fixed_width(buf, starts, ends)
+    if any(w.endswith("\x00") for w in words) or not any(words):
+        assert got is None
+        return
+    assert np.argsort(got, kind="stable").tolist() == sorted(range(len(words)), key=lambda i: words[i])
