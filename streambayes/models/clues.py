@@ -248,11 +248,13 @@ def _names_first(picked: np.ndarray, tie: np.ndarray, name_of) -> None:
 def _fixed_width(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray | None:
     """The words ``buf[starts[i]:ends[i]]`` as one numpy bytes array (``S<longest>``, padded with
     NUL), which orders them as their UTF-8 bytes, i.e. as their strings (one prefix for all); None
-    when a word ends with a NUL byte (the padding would hide it)."""
+    when a word ends with a NUL byte (the padding would hide it), or when the array would be
+    mostly padding (one long word among many short ones: the strings cost their own length)."""
     lengths = ends - starts
     width = int(lengths.max()) if len(lengths) else 0
-    if not width or (buf[ends[lengths > 0] - 1] == 0).any():
-        return None
+    if not width or len(starts) * width > 4 * int(lengths.sum()) + 4096 or \
+            (buf[ends[lengths > 0] - 1] == 0).any():
+        return None  # no word, one long word among many (mostly padding), or a NUL at an end
     rows = np.repeat(np.arange(len(starts)), lengths)
     place = np.arange(len(rows)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     matrix = np.zeros((len(starts), width), np.uint8)

@@ -406,3 +406,16 @@ def test_tied_names_as_fixed_width_bytes_order_as_their_strings(words):
         assert got is None
         return
     assert np.argsort(got, kind="stable").tolist() == sorted(range(len(words)), key=lambda i: words[i])
+
+
+def test_one_long_tied_word_among_many_does_not_pad_every_name_to_its_length():
+    """Review: the tie names' padded array is (tied terms x longest word); one 100,000-byte word
+    tied with thousands of short ones would have made gigabytes. Mostly padding: the strings."""
+    from streambayes.models.clues import _fixed_width
+
+    words = [b"w%d" % i for i in range(5000)] + [b"x" * 100_000]
+    ends = np.cumsum([len(w) for w in words], dtype=np.int64)
+    starts = ends - [len(w) for w in words]
+    buf = np.frombuffer(b"".join(words), np.uint8)
+    assert _fixed_width(buf, starts, ends) is None
+    assert _fixed_width(buf, starts[:-1], ends[:-1]) is not None  # short words alone: one array
