@@ -37,7 +37,6 @@ whole.)
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import re
@@ -62,12 +61,11 @@ _TEMP = re.compile(r"\.snapshot-\d{6,}\.sbs\.[^/]*\.tmp")
 # A temporary this old is a crash's leftover, never a live write's (its mtime moves with each write).
 STALE_TEMPORARY_SECONDS = 600.0
 _NUMBER_ATTEMPTS = 100  # next numbers tried when other writers keep taking them (then an error)
-_NO_HARD_LINKS = {getattr(errno, name) for name in ("EPERM", "EOPNOTSUPP", "ENOTSUP", "ENOSYS", "EXDEV",
-                                                     "EMLINK") if hasattr(errno, name)}
 
 
 class _NumberTaken(Exception):
     """Another writer published this snapshot number first: take the next one."""
+
 _CHILD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,199}")
 
 
@@ -390,14 +388,18 @@ class SnapshotStore(BaseSnapshotStore):
 def _publish(temp: Path, final: Path) -> None:
     """``temp`` becomes ``final`` atomically, unless ``final`` exists (another writer's snapshot of
     that number: :class:`_NumberTaken`): a hard link, then the temporary name removed. Where the
-    file system has no hard links, a rename (which replaces)."""
+    link fails otherwise (a file system without hard links), a rename, which replaces (and raises
+    what is really wrong, a full disk say)."""
     try:
         os.link(temp, final)
     except FileExistsError:
-        raise _NumberTaken(final.name) from None
-    except OSError as exc:
-        if exc.errno not in _NO_HARD_LINKS:
-            raise
+        try:  # ours after all (NFS: a link whose reply was lost, sent again)?
+            ours = os.path.samefile(temp, final)
+        except OSError:
+            ours = False
+        if not ours:
+            raise _NumberTaken(final.name) from None
+    except OSError:
         os.replace(temp, final)
         return
     with contextlib.suppress(OSError):  # published: a name left over is removed once stale

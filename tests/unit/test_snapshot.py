@@ -345,6 +345,21 @@ def test_a_writer_gives_up_when_others_keep_taking_the_next_number(tmp_path, mon
     assert store.ids() == ["000001"] and not list(tmp_path.glob(".*.tmp"))
 
 
+def test_a_link_whose_reply_was_lost_is_the_writers_own_snapshot(tmp_path, monkeypatch):
+    # NFS: the link is made, its reply lost, the request sent again: "File exists", of our file
+    store = SnapshotStore(tmp_path, keep=5)
+    link = os.link
+
+    def linked_then_exists(src, dst):
+        link(src, dst)
+        raise FileExistsError(17, "File exists", str(dst))
+
+    monkeypatch.setattr(os, "link", linked_then_exists)
+    info = write(store, 1)
+    monkeypatch.undo()
+    assert info.id == "000001" and store.ids() == ["000001"] and not list(tmp_path.glob(".*.tmp"))
+
+
 def test_without_hard_links_a_snapshot_is_published_by_rename(tmp_path, monkeypatch):
     import errno
 
@@ -368,7 +383,8 @@ def test_failed_rename_leaves_previous_snapshot_and_no_temporary(tmp_path, monke
     def crash(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(os, "link", crash)
+    monkeypatch.setattr(os, "link", crash)  # a link that fails so is tried as a rename
+    monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(SnapshotError, match="cannot write snapshot .*000002.* disk full"):
         write(store, 2)
     monkeypatch.undo()
