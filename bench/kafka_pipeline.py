@@ -127,8 +127,14 @@ class Timed(NamedTuple):
     rate while records flow, which the ratios compare."""
 
     total: float
-    steady: float
+    steady: float  # from the first batch's arrival to the end
     events: int
+    flowing: int  # the records handled in ``steady``: all of them for a learner or predictor
+    # (the first batch is handled after it came), those after the first batch for the bare client
+
+    @property
+    def rate(self) -> float:
+        return self.flowing / self.steady if self.steady > 0 else float("nan")
 
 
 # -- raw consume ----------------------------------------------------------------------------
@@ -142,29 +148,30 @@ def raw_consume(client: str, bootstrap: str, topic: str, n: int) -> Timed:
         consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
         consumer.assign([TopicPartition(topic, 0)])
         consumer.seek_to_beginning()
-        got, first = 0, None
+        got, first, first_batch = 0, None, 0
         while got < n:
             for messages in consumer.poll(timeout_ms=500, max_records=5000).values():
-                first = first or time.perf_counter()
+                if first is None:
+                    first, first_batch = time.perf_counter(), len(messages)
                 got += len(messages)
         end = time.perf_counter()
         consumer.close()
-        return Timed(end - start, end - first, got)
+        return Timed(end - start, end - first, got, got - first_batch)
     import confluent_kafka as ck
 
     start = time.perf_counter()
     consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"raw-{time.time_ns()}",
                             "enable.auto.commit": False})
     consumer.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
-    got, first = 0, None
+    got, first, first_batch = 0, None, 0
     while got < n:
         some = sum(1 for m in consumer.consume(5000, 0.5) if m.error() is None)
-        if some:
-            first = first or time.perf_counter()
+        if some and first is None:
+            first, first_batch = time.perf_counter(), some
         got += some
     end = time.perf_counter()
     consumer.close()
-    return Timed(end - start, end - first, got)
+    return Timed(end - start, end - first, got, got - first_batch)
 
 
 # -- learner --------------------------------------------------------------------------------
@@ -190,7 +197,7 @@ def learner(client: str, bootstrap: str, topic: str, n: int, model: str,
         stats = loop.run()
         end = time.perf_counter()
         source.close()
-    return Timed(end - start, end - source.first, stats.events)
+    return Timed(end - start, end - (source.first or start), stats.events, stats.events)
 
 
 def river_learner(bootstrap: str, topic: str, n: int) -> Timed:
@@ -214,7 +221,7 @@ def river_learner(bootstrap: str, topic: str, n: int) -> Timed:
                 got += 1
     end = time.perf_counter()
     consumer.close()
-    return Timed(end - start, end - first, got)
+    return Timed(end - start, end - first, got, got)
 
 
 # -- predictor ------------------------------------------------------------------------------
@@ -242,7 +249,7 @@ def predictor_backlog(client: str, bootstrap: str, topic: str, n: int, snaps: Pa
     end = time.perf_counter()
     source.close()
     assert stats.posteriors == n, stats
-    return Timed(end - start, end - source.first, n)
+    return Timed(end - start, end - (source.first or start), n, n)
 
 
 def predictor_latency(client: str, bootstrap: str, snaps: Path, rate: float, seconds: float
@@ -333,7 +340,10 @@ def snapshot_times(repeats: int) -> dict:
 
 # -- main -----------------------------------------------------------------------------------
 def median_rate(n: int, runs: list[float]) -> tuple[float, float, float]:
-    rates = [n / s for s in runs]
+    return median_of([n / s for s in runs])
+
+
+def median_of(rates: list[float]) -> tuple[float, float, float]:
     return statistics.median(rates), min(rates), max(rates)
 
 
@@ -383,13 +393,13 @@ def main(argv: list[str] | None = None) -> int:
                     learn[name].append(learner(client, bootstrap, "learn", args.events, args.model,
                                                fetch_ahead=ahead))
             assert all(t.events == args.events for runs in learn.values() for t in runs), learn
-            raw_rate = median_rate(args.events, [t.steady for t in raw])
+            raw_rate = median_of([t.rate for t in raw])
             raw_total = median_rate(args.events, [t.total for t in raw])
             rows.append([f"raw consume ({client})", f"{raw_rate[0]:,.0f}",
                          f"{raw_rate[1]:,.0f}–{raw_rate[2]:,.0f}", f"{raw_total[0]:,.0f}", "", ""])
             results["learn"][client] = {"raw": raw_rate, "raw/with start-up": raw_total}
             for name, _ in variants:
-                learn_rate = median_rate(args.events, [t.steady for t in learn[name]])
+                learn_rate = median_of([t.rate for t in learn[name]])
                 learn_total = median_rate(args.events, [t.total for t in learn[name]])
                 key = "learner" + name.replace(", ", "/")
                 results["learn"][client][key] = learn_rate
@@ -401,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"(from the first record; with start-up {raw_total[0]:,.0f} and "
                       f"{learn_total[0]:,.0f})", flush=True)
         river = [river_learner(bootstrap, "learn", args.river_events) for _ in range(args.repeats)]
-        river_rate = median_rate(args.river_events, [t.steady for t in river])
+        river_rate = median_of([t.rate for t in river])
         river_total = median_rate(args.river_events, [t.total for t in river])
         results["learn"]["river"] = river_rate
         results["learn"]["river/with start-up"] = river_total
@@ -420,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
             for clues in (5, 0):
                 runs = [predictor_backlog(client, bootstrap, "unlabelled", n_pred, snaps, clues)
                         for _ in range(args.repeats)]
-                rate = median_rate(n_pred, [t.steady for t in runs])
+                rate = median_of([t.rate for t in runs])
                 results["predict"][f"{client}/clues={clues}"] = rate
                 results["predict"][f"{client}/clues={clues}/with start-up"] = \
                     median_rate(n_pred, [t.total for t in runs])
