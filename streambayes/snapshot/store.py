@@ -61,12 +61,11 @@ _TEMP = re.compile(r"\.snapshot-\d{6,}\.sbs\.[^/]*\.tmp")
 # A temporary this old is a crash's leftover, never a live write's (its mtime moves with each write).
 STALE_TEMPORARY_SECONDS = 600.0
 _NUMBER_ATTEMPTS = 100  # next numbers tried when other writers keep taking them (then an error)
+_CHILD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,199}")
 
 
 class _NumberTaken(Exception):
     """Another writer published this snapshot number first: take the next one."""
-
-_CHILD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,199}")
 
 
 @dataclass(frozen=True)
