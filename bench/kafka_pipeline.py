@@ -134,7 +134,7 @@ class Timed(NamedTuple):
 
     @property
     def rate(self) -> float:
-        return self.flowing / self.steady if self.steady > 0 else float("nan")
+        return self.flowing / self.steady if self.steady > 0 and self.flowing else float("nan")
 
 
 # -- raw consume ----------------------------------------------------------------------------
