@@ -127,13 +127,17 @@ class PairCounts:
         sums = np.bincount(flat, w, minlength=size + 1)[seen]
         self.pairs.add_unique(pack([seen // (g * g), seen // g % g, seen % g], BITS), sums)
 
-    def add_pairs(self, c: int, code: int, others: np.ndarray, weight: float) -> None:
-        """Add ``(code, code)`` and ``(code, o)`` for each other code ``o``."""
-        self._single[c, code] += weight
-        others = np.asarray(others, np.int64)
-        cs = np.full(len(others), c)
-        self.pairs.add(pack([cs, np.minimum(others, code), np.maximum(others, code)], BITS),
-                       np.full(len(others), float(weight)))
+    def add_pairs(self, events: list[tuple[int, int, np.ndarray, float]]) -> None:
+        """For each ``(c, code, others, weight)``: add ``(code, code)`` and ``(code, o)`` for each
+        other code ``o`` of class ``c`` (repeats summed in order, as :meth:`add` does)."""
+        cs, codes, others, weights = zip(*events, strict=True)
+        c, code, w = np.array(cs, np.int64), np.array(codes, np.int64), np.array(weights, np.float64)
+        np.add.at(self._single, (c, code), w)
+        sizes = [len(o) for o in others]
+        o = np.concatenate([np.asarray(x, np.int64) for x in others])
+        code = np.repeat(code, sizes)
+        self.pairs.add(pack([np.repeat(c, sizes), np.minimum(o, code), np.maximum(o, code)], BITS),
+                       np.repeat(w, sizes))
 
     def merge(self, other: PairCounts, class_map: np.ndarray, code_map: np.ndarray,
               factor: float = 1.0) -> None:

@@ -3,8 +3,12 @@ mini-batch machinery) gives the counts and posteriors of the mini-batch path."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streambayes.models import make_model
 
@@ -52,3 +56,101 @@ def test_per_event_equals_mini_batches(name, params):
         assert list(posteriors[i]) == list(want)
         np.testing.assert_allclose(list(posteriors[i].values()), list(want.values()), rtol=1e-9, atol=1e-12)
         ref = make_model(name, **params)
+
+
+def _numeric_stream(n: int, seed: int) -> tuple[list[dict], list[str]]:
+    """Numbers (ints and floats, values on the edges, -0.0), a column of bins plus a category
+    ("more"), a bool (a category) and missing values."""
+    rng = np.random.default_rng(seed)
+    xs, ys = [], []
+    for _ in range(n):
+        y = str(rng.integers(3))
+        u = float(rng.normal(int(y), 1.0))
+        x = {"u": round(u, 1) if rng.random() < 0.5 else u, "k": int(rng.integers(-2, 3)),
+             "kids": int(rng.integers(1, 4)) if rng.random() < 0.8 else "more",
+             "flag": bool(rng.random() < 0.3 + 0.2 * int(y)), "z": -0.0 if rng.random() < 0.5 else 0.0}
+        if rng.random() < 0.1:
+            x["u"] = None
+        if rng.random() < 0.1:
+            del x["k"]
+        xs.append(x)
+        ys.append(y)
+    return xs, ys
+
+
+@pytest.mark.parametrize("name,params", [("aode", {}), ("spode", {}), ("tan", {}), ("kdb", {}),
+                                         ("kdb", {"k": 2}), ("tan", {"refit_every": 50})])
+def test_numbers_take_the_per_event_path_once_binned_and_equal_mini_batches(name, params, monkeypatch):
+    from streambayes.models.base import NaiveBayesBase
+
+    xs, ys = _numeric_stream(500, seed=3)
+    params = {"warmup": 40, **params}
+    one, many = make_model(name, **params), make_model(name, **params)
+    taken = {"learn": 0, "predict": 0}  # events the mini-batch path had to take
+    base_learn, base_predict = NaiveBayesBase.learn_one, NaiveBayesBase.predict_proba_one
+
+    def learn(self, x, y, w=1.0):
+        taken["learn"] += self is one
+        return base_learn(self, x, y, w)
+
+    def predict(self, x):
+        taken["predict"] += self is one
+        return base_predict(self, x)
+
+    monkeypatch.setattr(NaiveBayesBase, "learn_one", learn)
+    monkeypatch.setattr(NaiveBayesBase, "predict_proba_one", predict)
+    posteriors = []
+    for x, y in zip(xs, ys, strict=True):
+        posteriors.append(one.predict_proba_one(x))
+        one.learn_one(x, y, 0.5 if y == "2" else 1.0)
+    # the warm-up (its first 40 numbers), new categories and posteriors of too few classes go
+    # through the batch path; nothing else (kDB with k = 2 learns every event there: its triples)
+    assert taken["predict"] < 60, taken
+    assert taken["learn"] == 500 if params.get("k") == 2 else taken["learn"] < 60, taken
+    for lo in range(0, len(xs), 100):
+        batch = ys[lo:lo + 100]
+        many.learn_many(xs[lo:lo + 100], batch, [0.5 if y == "2" else 1.0 for y in batch])
+    assert_same(canonical(one.to_state()), canonical(many.to_state()))
+    queries = xs[:50] + [{"u": 1e100, "k": -1e100}, {"u": 2**70}, {}]
+    got = np.array([list(one.predict_proba_one(q).values()) for q in queries])
+    np.testing.assert_allclose(got, many.predict_proba_many(queries), rtol=1e-9, atol=1e-12)
+    ref = make_model(name, **params)  # the posterior before each event is the batch model's
+    for i in (45, 200, 499):
+        ref.learn_many(xs[:i], ys[:i], [0.5 if y == "2" else 1.0 for y in ys[:i]])
+        np.testing.assert_allclose(list(posteriors[i].values()), list(ref.predict_proba_one(xs[i]).values()),
+                                   rtol=1e-9, atol=1e-12)
+        ref = make_model(name, **params)
+
+
+@pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan, 1e101, 10**400])
+def test_numbers_the_batch_path_refuses_are_refused_per_event_too(bad):
+    from streambayes.errors import FeatureError
+
+    xs, ys = _numeric_stream(200, seed=4)
+    m = make_model("aode", warmup=40)
+    m.learn_many(xs, ys)
+    before = canonical(m.to_state())
+    with pytest.raises(FeatureError):
+        m.learn_one({**xs[0], "u": bad}, ys[0])
+    with pytest.raises(FeatureError):
+        m.predict_proba_one({**xs[0], "u": bad})
+    assert_same(canonical(m.to_state()), before)
+
+
+@settings(max_examples=300, deadline=None)
+@given(edges=st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=8),
+       values=st.lists(st.one_of(st.floats(-2e6, 2e6), st.just(math.nan), st.just(-0.0)), max_size=30))
+def test_the_bin_of_one_value_is_that_of_numpy(edges, values):
+    from streambayes.models.seminaive.attributes import Attributes
+
+    attrs = Attributes()
+    a = attrs.add_attribute("u")
+    attrs.add_value(a, "first a category")  # bins' local codes are not their numbers
+    edges = np.unique(np.array(edges + [edges[0]] + values[:2], np.float64))
+    edges = edges[~np.isnan(edges)]
+    attrs.fix_edges(a, edges)
+    column = attrs.encode_column(a, "numeric", np.array(values, np.float64), learn=False)
+    want = [int(c) if not math.isnan(v) else -1 for v, c in zip(values, column, strict=True)]
+    assert [attrs.bin_code(a, v) if not math.isnan(v) else -1 for v in values] == want
+    assert [attrs.code_of(a, v) if not math.isnan(v) else -1 for v in values] == want
+    assert attrs.bin_code(a, math.nan) == attrs.bins(a)[1][-1]  # NaN sorts last, as in numpy

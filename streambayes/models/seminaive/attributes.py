@@ -24,6 +24,7 @@ attribute set is fixed from the first event, so the rule does not depend on the 
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -55,6 +56,10 @@ class Attributes:
         self.attr_of: list[int] = []  # global code → attribute
         self.edges: list[np.ndarray | None] = []  # numeric: bin edges once fixed
         self.dropped = 0
+        # derived, not state: per attribute, (edges, edges as floats, global code of each bin) and
+        # the local → global table as an array (valid while its length is that of gcodes + 1)
+        self._bin_cache: dict[int, tuple[np.ndarray, list[float], list[int]]] = {}
+        self._table_cache: dict[int, np.ndarray] = {}
 
     @property
     def n_codes(self) -> int:
@@ -139,8 +144,27 @@ class Attributes:
             self.add_value(a, b)
 
     def global_codes(self, a: int, local: np.ndarray) -> np.ndarray:
-        table = np.array(self.gcodes[a] + [-1], np.int64)  # local -1 → -1
+        table = self._table_cache.get(a)
+        if table is None or len(table) != len(self.gcodes[a]) + 1:  # codes are only ever appended
+            table = self._table_cache[a] = np.array(self.gcodes[a] + [-1], np.int64)  # local -1 → -1
         return table[local]
+
+    def bins(self, a: int) -> tuple[list[float], list[int]]:
+        """Numeric attribute ``a`` (its edges fixed): its edges, and the global code of each bin
+        (-1 for a bin without one)."""
+        edges = self.edges[a]
+        cached = self._bin_cache.get(a)
+        if cached is None or cached[0] is not edges:
+            local = [self.values[a].get(b) for b in range(len(edges) + 1)]
+            codes = [self.gcodes[a][i] if i >= 0 else -1 for i in local]
+            cached = self._bin_cache[a] = (edges, edges.tolist(), codes)
+        return cached[1], cached[2]
+
+    def bin_code(self, a: int, value: float) -> int:
+        """Global code of the bin of ``value`` (a finite float) in attribute ``a``, its edges fixed:
+        :func:`bin_codes` of one value (a value equal to an edge falls in the lower bin)."""
+        edges, codes = self.bins(a)
+        return codes[bisect_left(edges, value) if value == value else len(edges)]  # NaN: last, as numpy
 
     def encode(self, batch: Batch, learn: bool) -> np.ndarray:
         """Codes (n, attributes) with -1 for missing, unseen (when not learning) or not yet binned."""
@@ -187,12 +211,13 @@ class Attributes:
 
     def encode_column(self, a: int, kind: str, col: np.ndarray, learn: bool) -> np.ndarray:
         present = np.flatnonzero(_present(kind, col))
-        local = np.full(len(col), -1, np.int64)
         if kind == NUM:
-            if self.edges[a] is not None:  # bin number → its local code (categories may come first)
-                bins = np.array([self.values[a].get(b) for b in range(len(self.edges[a]) + 1)], np.int64)
-                local[present] = bins[bin_codes(self.edges[a], col[present])]
-        elif learn:
+            out = np.full(len(col), -1, np.int64)
+            if self.edges[a] is not None:  # bin number → its global code (categories may come first)
+                out[present] = np.array(self.bins(a)[1], np.int64)[bin_codes(self.edges[a], col[present])]
+            return out
+        local = np.full(len(col), -1, np.int64)
+        if learn:
             local[present] = [self.add_value(a, v) for v in col[present].tolist()]
         else:
             local[present] = self.values[a].lookup(col[present].tolist())
@@ -205,8 +230,7 @@ class Attributes:
             return self.gcodes[a][local] if local >= 0 else -1
         if self.edges[a] is None:
             return -1
-        local = self.values[a].get(int(bin_codes(self.edges[a], np.array([float(value)]))[0]))
-        return self.gcodes[a][local] if local >= 0 else -1
+        return self.bin_code(a, float(value))
 
     def canonical_order(self) -> tuple[list[int], np.ndarray]:
         """Attributes sorted by name, and the global codes in that order (values by appearance)."""

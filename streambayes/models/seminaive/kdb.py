@@ -77,11 +77,12 @@ class KDBTable(DependenceTable):
             t.grow(len(self.class_counts), self.attrs.n_codes)
             t.add(rows, codes, w)
 
-    def add_replayed(self, c: int, code: int, others: np.ndarray, w: float) -> None:
-        super().add_replayed(c, code, others, w)
+    def add_replayed(self, events: list[tuple[int, int, np.ndarray, float]]) -> None:
+        super().add_replayed(events)
         for t in self.tuples.values():
             t.grow(len(self.class_counts), self.attrs.n_codes)
-            t.add_with(c, code, others, w)
+            for c, code, others, w in events:
+                t.add_with(c, code, others, w)
 
     def scale(self, factor: float) -> None:
         super().scale(factor)

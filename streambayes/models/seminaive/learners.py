@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from streambayes.features.batch import MAX_ABS_VALUE
 from streambayes.models.base import NaiveBayesBase
 from streambayes.models.seminaive.kdb import KDBTable
 from streambayes.models.seminaive.ode import AODETable
@@ -50,25 +51,40 @@ class _SemiNaive(NaiveBayesBase):
     # -- per event, without the mini-batch machinery (River style) ----------------------------
     def _event_codes(self, x: Mapping, learn: bool = False) -> list | None:
         """The codes of an event (by attribute, -1 missing or unseen) when it can take the per-event
-        path: no decay, every field a known attribute holding a string or None (missing=skip),
-        and (``learn``) every value seen before. None otherwise (the caller takes the mini-batch
-        path, which handles everything)."""
+        path: no decay, every field a known attribute holding a string, a bool (the category
+        "true" or "false"), None (missing=skip) or a number (a Python int or float within the
+        batch path's range) of an attribute whose bins are fixed, and (``learn``) every category
+        seen before. None otherwise: the caller takes the mini-batch path, which handles
+        everything, errors included."""
         table = self._components[0]
         attrs = table.attrs
         if self.decay is not None or attrs.missing != "skip" or table.buffers:
             return None
         codes = [-1] * len(attrs.names)
-        name_of, values, gcodes = attrs.names.get, attrs.values, attrs.gcodes
+        name_of, values, gcodes, edges = attrs.names.get, attrs.values, attrs.gcodes, attrs.edges
         for field, value in x.items():
             a = name_of(field)
-            if a < 0 or not (value is None or type(value) is str):
+            if a < 0:
                 return None
-            if value is not None:
-                local = values[a].get(value)
+            kind = type(value)
+            if kind is str or kind is bool:
+                local = values[a].get(value if kind is str else ("true" if value else "false"))
                 if local >= 0:
                     codes[a] = gcodes[a][local]
                 elif learn:
                     return None
+            elif kind is float or kind is int:  # (numpy's numbers take the batch path)
+                if edges[a] is None:
+                    return None
+                try:
+                    v = float(value)
+                except OverflowError:  # an int past float64: the batch path says so
+                    return None
+                if not -MAX_ABS_VALUE <= v <= MAX_ABS_VALUE:  # inf, NaN or too large: refused there
+                    return None
+                codes[a] = attrs.bin_code(a, v)
+            elif value is not None:
+                return None
         return codes
 
     def learn_one(self, x: Mapping, y, w: float = 1.0) -> None:

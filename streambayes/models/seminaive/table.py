@@ -175,9 +175,10 @@ class AttributeTable:
         """Count the events' coded values (hook: a subclass counts more than the pairs)."""
         self.pairs.add(rows, codes, w)
 
-    def add_replayed(self, c: int, code: int, others: np.ndarray, w: float) -> None:
-        """Count a replayed event's newly coded value ``code`` with its ``others`` (hook)."""
-        self.pairs.add_pairs(c, code, others, w)
+    def add_replayed(self, events: list[tuple[int, int, np.ndarray, float]]) -> None:
+        """Count replayed events ``(class, code, others, weight)``: each newly coded value ``code``
+        with its ``others`` (hook: a subclass counts more than the pairs)."""
+        self.pairs.add_pairs(events)
 
     def _learn_through_warmup(self, batch, rows, w, raw, codes, warm: dict) -> None:
         """Add the batch in segments that end where an attribute's warm-up completes."""
@@ -224,26 +225,27 @@ class AttributeTable:
     def _adopt(self, a: int, edges: np.ndarray, records: list) -> None:
         self.attrs.fix_edges(a, edges)
         self.pairs.grow(len(self.class_counts), self.attrs.n_codes)
-        for record in records:
-            self._replay(a, record)
+        self._replay(a, records)
 
-    def _replay(self, a: int, record: list, skip: frozenset = frozenset()) -> None:
-        """Count the pairs of buffered event ``record`` that involve attribute ``a`` (not those
-        with the attributes in ``skip``, whose own replay will count them)."""
-        c, w, _, raw = record
-        name = self.attrs.names.values[a]
-        code, others = -1, []
-        for field, value in raw:
-            b = self.attrs.names.get(field)
-            g = self.attrs.code_of(b, value) if b >= 0 and b not in skip else -1
-            if field == name:
-                code = g
-            elif g >= 0:
-                others.append(g)
-        others += [g for g in self.attrs.missing_codes({field for field, _ in raw})
-                   if self.attrs.attr_of[g] not in skip]
-        if code >= 0:
-            self.add_replayed(c, code, np.array(others, np.int64), w)
+    def _replay(self, a: int, records: list, skip: frozenset = frozenset()) -> None:
+        """Count the pairs of the buffered events ``records`` that involve attribute ``a`` (not
+        those with the attributes in ``skip``, whose own replay will count them), in one addition."""
+        name, events = self.attrs.names.values[a], []
+        for c, w, _, raw in records:
+            code, others = -1, []
+            for field, value in raw:
+                b = self.attrs.names.get(field)
+                g = self.attrs.code_of(b, value) if b >= 0 and b not in skip else -1
+                if field == name:
+                    code = g
+                elif g >= 0:
+                    others.append(g)
+            others += [g for g in self.attrs.missing_codes({field for field, _ in raw})
+                       if self.attrs.attr_of[g] not in skip]
+            if code >= 0:
+                events.append((c, code, np.array(others, np.int64), w))
+        if events:
+            self.add_replayed(events)
 
     def scale(self, factor: float) -> None:
         self.pairs.scale(factor)
@@ -274,9 +276,7 @@ class AttributeTable:
         binned = [a for a, _ in pending if self.attrs.edges[a] is not None]
         for a, records in pending:
             if self.attrs.edges[a] is not None:
-                later = frozenset(binned[binned.index(a) + 1:])
-                for record in records:
-                    self._replay(a, record, skip=later)
+                self._replay(a, records, skip=frozenset(binned[binned.index(a) + 1:]))
             else:
                 for record in records:
                     _append(self.buffers.setdefault(a, []), record)
