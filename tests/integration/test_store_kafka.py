@@ -43,8 +43,9 @@ def kafka_backend(bootstrap: str, topic: str) -> Backend:
         return KafkaSnapshotStore(logs[-1], keep, **kw)
 
     def damage(store, snapshot_id):
-        first = f"{store._name(parse_id(snapshot_id))}:000000"
+        name = store._name(parse_id(snapshot_id))
         store.log.refresh()
+        first = f"{name}:{json.loads(store.log.values([name])[0])['write']}:000000"
         store.log.send([(first, flipped(store.log.values([first])[0]))])
 
     return Backend("kafka", open_, damage), logs
@@ -116,12 +117,76 @@ def test_a_write_that_dies_between_chunks_is_never_a_snapshot(bootstrap, monkeyp
     reader = open_store(f"kafka://{bootstrap}/{topic}")
     assert reader.ids() == ["000001"] and reader.latest().events == 1
     assert isinstance(reader.log._reader, READERS[client])
-    assert sum(k.startswith("snapshot-000002.sbs:") for k in reader.log.records) == 2  # orphans
-    assert _write(reader, 3).id == "000002"  # orphans removed, the id taken by a whole snapshot
-    again = open_store(f"kafka://{bootstrap}/{topic}")
+    orphans = {k for k in reader.log.records if k.startswith("snapshot-000002.sbs:")}
+    assert len(orphans) == 2
+    assert _write(reader, 3).id == "000002"  # the id taken by a whole snapshot; the orphans are
+    assert orphans < set(reader.log.records)  # young: maybe another writer's write under way
+    again = KafkaSnapshotStore(TopicLog(bootstrap, topic), stale_after=0)  # any age is stale
     assert again.latest().events == 3 and again.ids() == ["000001", "000002"]
-    n_chunks = json.loads(again.log.records["snapshot-000002.sbs"])["chunks"]
-    assert sum(k.startswith("snapshot-000002.sbs:") for k in again.log.records) == n_chunks
+    assert _write(again, 4).id == "000003" and not orphans & set(again.log.records)
+    manifest = json.loads(again.log.records["snapshot-000002.sbs"])
+    assert sum(k.startswith("snapshot-000002.sbs:") for k in again.log.records) == manifest["chunks"]
+    assert all(k.startswith(f"snapshot-000002.sbs:{manifest['write']}:")
+               for k in again.log.records if k.startswith("snapshot-000002.sbs:"))
+    again.log.close()
+
+
+def test_two_writers_of_one_number_keep_both_snapshots(bootstrap, monkeypatch):
+    """A learner that has just lost a shard checkpoints it while its new owner writes there:
+    both take the next number; the one whose manifest comes second takes the number after."""
+    topic = _topic()
+    kafka_python.create_topic(bootstrap, topic, config={"cleanup.policy": "compact",
+                                                       "max.message.bytes": "8000"})
+    old_owner, new_owner = (KafkaSnapshotStore(TopicLog(bootstrap, topic)) for _ in range(2))
+    _write(old_owner, 1)
+    real, crossed = TopicLog.send, []
+
+    def send(self, items):  # the new owner writes a whole snapshot between the old owner's chunks
+        real(self, items)  # and its manifest
+        if self is old_owner.log and not crossed and items[0][0].startswith("snapshot-000002.sbs:"):
+            crossed.append(_write(new_owner, 20).id)
+
+    monkeypatch.setattr(TopicLog, "send", send)
+    assert _write(old_owner, 10).id == "000003" and crossed == ["000002"]
+    reader = KafkaSnapshotStore(TopicLog(bootstrap, topic), stale_after=0)
+    assert reader.ids() == ["000001", "000002", "000003"]
+    assert [reader.load(n).events for n in (1, 2, 3)] == [1, 20, 10]
+    _write(reader, 30)  # the old owner's chunks under 000002 were deleted at once, by itself
+    assert sum(k.startswith("snapshot-000002.sbs:") for k in reader.log.records) == \
+        json.loads(reader.log.records["snapshot-000002.sbs"])["chunks"]
+    for store in (old_owner, new_owner, reader):
+        store.log.close()
+
+
+def test_manifests_that_cross_leave_one_whole_snapshot(bootstrap, monkeypatch):
+    """Two writers pass the look before their manifests at the same time: the later manifest is
+    the snapshot, whole (each names its own chunks), never a mix of the two writes' chunks."""
+    topic = _topic()
+    kafka_python.create_topic(bootstrap, topic, config={"cleanup.policy": "compact",
+                                                       "max.message.bytes": "8000"})
+    first, second = (KafkaSnapshotStore(TopicLog(bootstrap, topic)) for _ in range(2))
+    real_refresh, real_send = TopicLog.refresh, TopicLog.send
+    holding = []
+
+    def refresh(self):  # the look before the manifest sees nothing new
+        if not any(key.endswith(".sbs") for key, _ in getattr(self, "_last", [])):
+            real_refresh(self)
+
+    def send(self, items):
+        self._last = items
+        if self is first.log and items[0][0] == "snapshot-000001.sbs" and not holding:
+            holding.append(_write(second, 2).id)  # the second's whole write, then the first's manifest
+        real_send(self, items)
+
+    monkeypatch.setattr(TopicLog, "refresh", refresh)
+    monkeypatch.setattr(TopicLog, "send", send)
+    assert _write(first, 1).id == "000001" and holding == ["000001"]
+    monkeypatch.undo()
+    reader = open_store(f"kafka://{bootstrap}/{topic}")
+    assert reader.ids() == ["000001"] and reader.latest().events == 1  # the later manifest's
+    assert reader.list()[0].ok
+    for store in (first, second):
+        store.log.close()
 
 
 def test_a_lost_chunk_makes_the_snapshot_corrupt(bootstrap):
@@ -129,7 +194,8 @@ def test_a_lost_chunk_makes_the_snapshot_corrupt(bootstrap):
     store = open_store(uri)
     _write(store, 1)
     _write(store, 2)
-    store.log.send([("snapshot-000002.sbs:000000", None), ("not-a-snapshot", b"x" * 100),
+    write = json.loads(store.log.records["snapshot-000002.sbs"])["write"]
+    store.log.send([(f"snapshot-000002.sbs:{write}:000000", None), ("not-a-snapshot", b"x" * 100),
                     ("../snapshot-000009.sbs", b"{}")])
     reader = open_store(uri)
     assert reader.latest().id == "000001" and reader.ids() == ["000001", "000002"]
@@ -287,3 +353,21 @@ def test_a_reader_skips_aborted_records_and_reads_past_transaction_markers(boots
         assert reader.ids() == ["000001", "000002"] and reader.latest().events == 2
     finally:
         reader.log.close()
+
+
+def test_snapshots_of_chunks_without_write_ids_are_still_read(bootstrap, monkeypatch):
+    """Snapshots written before chunks had write ids (``snapshot-000001.sbs:000000``)."""
+    topic = _topic()
+    kafka_python.create_topic(bootstrap, topic, config={"cleanup.policy": "compact",
+                                                       "max.message.bytes": "8000"})
+    old = KafkaSnapshotStore(TopicLog(bootstrap, topic))
+    monkeypatch.setattr(kafka_topic, "_write_id", lambda: None)
+    _write(old, 1)
+    monkeypatch.undo()
+    assert "snapshot-000001.sbs:000000" in old.log.records
+    reader = KafkaSnapshotStore(TopicLog(bootstrap, topic))
+    assert reader.ids() == ["000001"] and reader.latest().events == 1
+    assert _write(reader, 2).id == "000002" and reader.latest().events == 2
+    assert [info.ok for info in reader.list()] == [True, True]
+    for store in (old, reader):
+        store.log.close()

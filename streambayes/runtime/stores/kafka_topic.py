@@ -2,14 +2,23 @@
 
 Layout (one partition, partition 0; a namespace ``NS`` is ``""`` or ``"child/"...``):
 
-- ``NS snapshot-000042.sbs:000000`` ... ``:000006``: the snapshot's bytes in chunks that fit the
-  topic's ``max.message.bytes`` (read from the broker);
+- ``NS snapshot-000042.sbs:WRITE:000000`` ... ``:000006``: the snapshot's bytes in chunks that fit
+  the topic's ``max.message.bytes`` (read from the broker). ``WRITE`` names the write: 20 hex
+  digits, the writer's clock in milliseconds since 1970 (12) and 8 random ones, so that two
+  writers of one number never write to each other's keys. (Chunks of snapshots written before
+  there were write ids, ``NS snapshot-000042.sbs:000000``, are still read.)
 - ``NS snapshot-000042.sbs``: the manifest, written last, once every chunk is acknowledged
-  (``acks=all``): ``{"size", "chunks", "sha256"}``. A snapshot exists when its manifest does, so a
-  writer that dies between chunks leaves no snapshot, only orphan chunks, which the next write
-  deletes. A reader joins the chunks and checks size and SHA-256 end to end (and then the
-  snapshot's own checksum): a missing or damaged chunk makes the snapshot corrupt, and
-  :meth:`latest` falls back to the one before.
+  (``acks=all``): ``{"size", "chunks", "sha256", "write"}``. A snapshot exists when its manifest
+  does, so a writer that dies between chunks leaves no snapshot, only orphan chunks, which a later
+  write deletes once they are ``stale_after`` seconds old (default 600; a younger one may be
+  another writer's write under way). A reader joins the chunks of the manifest's write and checks
+  size and SHA-256 end to end (and then the snapshot's own checksum): a missing or damaged chunk
+  makes the snapshot corrupt, and :meth:`latest` falls back to the one before.
+- Two writers of one store (a learner that has just lost a state shard in a rebalance checkpoints
+  it once more while its new owner writes there) may take the same next number. A writer looks
+  again just before its manifest: if the number's manifest has come meanwhile, it deletes its
+  chunks and takes the next number, so both snapshots are kept. If both manifests still cross,
+  the later one is the snapshot, whole (each names its own chunks); the other's chunks are orphans.
 - pruning (keep K) and deletion are tombstones (manifest first, then chunks); compaction
   (``cleanup.policy=compact``, set when the store creates the topic, checked when it exists)
   reclaims the space.
@@ -41,18 +50,27 @@ import hashlib
 import json
 import logging
 import re
+import secrets
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from streambayes.config import Settings
 from streambayes.errors import CorruptSnapshot, SnapshotError
 from streambayes.snapshot.payload import ReadLimits
-from streambayes.snapshot.store import _CHILD, BaseSnapshotStore, format_id
+from streambayes.snapshot.store import (
+    _CHILD,
+    STALE_TEMPORARY_SECONDS,
+    BaseSnapshotStore,
+    _NumberTaken,
+    format_id,
+)
 
 logger = logging.getLogger(__name__)
 _MANIFEST = re.compile(r"snapshot-(\d{6,})\.sbs")
-_CHUNK = re.compile(r"snapshot-(\d{6,})\.sbs:(\d{6})")
+_CHUNK = re.compile(r"snapshot-(\d{6,})\.sbs:(?:([0-9a-f]{20}):)?(\d{6})")  # number, write, index
+_WRITE = re.compile(r"[0-9a-f]{20}")
 _OVERHEAD = 1024  # bytes of record and batch framing kept free below max.message.bytes
 _DEFAULT_MAX_MESSAGE = 1_048_588  # Apache Kafka's default max.message.bytes
 MANIFEST_FORMAT = "streambayes-kafka-snapshot/1"
@@ -258,9 +276,14 @@ class KafkaSnapshotStore(BaseSnapshotStore):
     """Snapshots in a compacted topic (module docstring); ``namespace`` is a child's key prefix."""
 
     def __init__(self, log: TopicLog, keep: int = 5, *, limits: ReadLimits | None = None,
-                 key: bytes | None = None, namespace: str = "") -> None:
+                 key: bytes | None = None, namespace: str = "",
+                 stale_after: float = STALE_TEMPORARY_SECONDS) -> None:
         super().__init__(keep, limits=limits, key=key)
-        self.log, self.namespace = log, namespace
+        if isinstance(stale_after, bool) or not isinstance(stale_after, (int, float)) or \
+                not stale_after >= 0:
+            raise ValueError(f"stale_after must be a number of seconds >= 0 (inf: never), "
+                             f"got {stale_after!r}")
+        self.log, self.namespace, self.stale_after = log, namespace, stale_after
 
     def __repr__(self) -> str:
         return f"KafkaSnapshotStore({str(self.log) + ('/' + self.namespace if self.namespace else '')!r})"
@@ -286,8 +309,8 @@ class KafkaSnapshotStore(BaseSnapshotStore):
             manifest = self.log.live().get(name)
             if manifest is None:
                 raise SnapshotError(f"no snapshot {format_id(number)} in {self}")
-            size, chunks, digest = _parse_manifest(manifest, self.limits)
-            parts = self.log.values([f"{name}:{i:06d}" for i in range(chunks)])
+            size, chunks, digest, write = _parse_manifest(manifest, self.limits)
+            parts = self.log.values([_chunk_key(name, write, i) for i in range(chunks)])
         missing = [i for i, part in enumerate(parts) if part is None]
         if missing:
             raise CorruptSnapshot(f"{format_id(number)} misses chunk(s) {missing[:5]} of {chunks}")
@@ -298,11 +321,18 @@ class KafkaSnapshotStore(BaseSnapshotStore):
         return data
 
     def _put(self, number: int, data: bytes) -> None:
-        name, step = self._name(number), self.log.chunk_bytes
+        name, step, write = self._name(number), self.log.chunk_bytes, _write_id()
         chunks = [data[i:i + step] for i in range(0, len(data), step)] or [b""]
-        self.log.send([(f"{name}:{i:06d}", chunk) for i, chunk in enumerate(chunks)])
+        keys = [_chunk_key(name, write, i) for i in range(len(chunks))]
+        self.log.send(list(zip(keys, chunks, strict=True)))
+        self.log.refresh()
+        with self.log.lock:
+            taken = name in self.log.live()
+        if taken:  # another writer's manifest came meanwhile: ours would replace its snapshot
+            self.log.send([(key, None) for key in keys])
+            raise _NumberTaken(name)
         manifest = {"format": MANIFEST_FORMAT, "size": len(data), "chunks": len(chunks),
-                    "sha256": hashlib.sha256(data).hexdigest()}
+                    "sha256": hashlib.sha256(data).hexdigest(), "write": write}
         self.log.send([(name, json.dumps(manifest).encode())])
 
     def _remove(self, number: int) -> None:
@@ -312,12 +342,25 @@ class KafkaSnapshotStore(BaseSnapshotStore):
         self.log.send([(name, None)] + [(chunk, None) for chunk in chunks])
 
     def _clean_temporaries(self) -> None:
-        """Tombstone the chunks of a write that died before its manifest."""
+        """Tombstone the chunks no manifest names (a write that died before its manifest, or
+        lost its number to another writer's) once ``stale_after`` seconds old: a younger one may
+        be another writer's write under way. (Chunks without a write id, of an older version,
+        go at once when their snapshot has no manifest, as they always did.)"""
         own = self._own()
+        cutoff_ms = (time.time() - self.stale_after) * 1000
+        writes: dict[str, str | None] = {}  # manifest -> the write it names
         orphans = []
         for name in own:
             m = _CHUNK.fullmatch(name)
-            if m and f"snapshot-{m.group(1)}.sbs" not in own:
+            if not m:
+                continue
+            manifest, write = f"snapshot-{m.group(1)}.sbs", m.group(2)
+            if manifest in own:
+                if manifest not in writes:
+                    writes[manifest] = _manifest_write(own[manifest])
+                if writes[manifest] == write:
+                    continue  # a chunk of the snapshot
+            if write is None or int(write[:12], 16) < cutoff_ms:
                 orphans.append(self.namespace + name)
         if orphans:
             logger.info("%s: deleting %d chunks of an unfinished write", self, len(orphans))
@@ -325,6 +368,7 @@ class KafkaSnapshotStore(BaseSnapshotStore):
 
     def _child(self, name: str) -> KafkaSnapshotStore:
         return KafkaSnapshotStore(self.log, self.keep, limits=self.limits, key=self.key,
+                                  stale_after=self.stale_after,
                                   namespace=f"{self.namespace}{name}/")
 
     def _children(self) -> list[str]:
@@ -336,12 +380,33 @@ class KafkaSnapshotStore(BaseSnapshotStore):
         return [name for name in heads if _CHILD.fullmatch(name)]
 
 
-def _parse_manifest(value: bytes, limits: ReadLimits) -> tuple[int, int, str]:
+def _write_id() -> str:
+    """A new write's id: the clock in ms (12 hex digits) and 8 random hex digits."""
+    return f"{time.time_ns() // 1_000_000:012x}{secrets.token_hex(4)}"
+
+
+def _chunk_key(name: str, write: str | None, index: int) -> str:
+    return f"{name}:{index:06d}" if write is None else f"{name}:{write}:{index:06d}"
+
+
+def _manifest_write(value: bytes | int) -> str | None:
+    """The write a manifest names (None: none, or unreadable)."""
+    try:
+        write = json.loads(value).get("write") if isinstance(value, bytes) else None
+    except (ValueError, AttributeError):
+        return None
+    return write if isinstance(write, str) else None
+
+
+def _parse_manifest(value: bytes, limits: ReadLimits) -> tuple[int, int, str, str | None]:
     try:
         manifest = json.loads(value)
         size, chunks, digest = int(manifest["size"]), int(manifest["chunks"]), str(manifest["sha256"])
-    except (ValueError, KeyError, TypeError) as exc:
+        write = manifest.get("write")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CorruptSnapshot(f"unreadable manifest: {exc}") from None
+    if write is not None and not (isinstance(write, str) and _WRITE.fullmatch(write)):
+        raise CorruptSnapshot(f"manifest names the write {write!r}, not 20 hex digits")
     if manifest.get("format") != MANIFEST_FORMAT:
         raise CorruptSnapshot(f"manifest format {manifest.get('format')!r}, expected {MANIFEST_FORMAT!r}")
     if size > limits.max_bytes:
@@ -349,4 +414,4 @@ def _parse_manifest(value: bytes, limits: ReadLimits) -> tuple[int, int, str]:
                               "(STREAMBAYES_SNAPSHOT_MAX_BYTES)")
     if not 0 < chunks <= size + 1:
         raise CorruptSnapshot(f"manifest names {chunks} chunks for {size} bytes")
-    return size, chunks, digest
+    return size, chunks, digest, write
