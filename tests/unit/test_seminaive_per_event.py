@@ -154,3 +154,49 @@ def test_the_bin_of_one_value_is_that_of_numpy(edges, values):
     assert [attrs.bin_code(a, v) if not math.isnan(v) else -1 for v in values] == want
     assert [attrs.code_of(a, v) if not math.isnan(v) else -1 for v in values] == want
     assert attrs.bin_code(a, math.nan) == attrs.bins(a)[1][-1]  # NaN sorts last, as in numpy
+
+
+@pytest.mark.parametrize("name", ["aode", "kdb"])
+def test_the_warm_up_buffers_running_totals_are_their_sums(name):
+    """The buffered weight and sizes are kept up to date as the buffers grow (not summed at every
+    event): equal to the sums of the buffers after events one at a time, repeats of one event
+    (which add to the buffer's last entry), batches, decay, a merge and a snapshot round trip."""
+    from collections import Counter
+
+    from streambayes.models import model_from_state
+
+    rng = np.random.default_rng(5)
+
+    def check(model):
+        table = model._components[0]
+        for a, records in table.buffers.items():
+            weight, sizes = table._buffer_totals(a)
+            assert weight == sum(r[2] for r in records)
+            assert sizes == Counter(len(r[3]) for r in records)
+        assert table._buffered_sizes() == sorted(
+            ((n, d) for d, n in Counter(len(r[3]) for rs in table.buffers.values() for r in rs).items()),
+            key=lambda t: t[1])
+
+    models = [make_model(name, warmup=300, decay=0.999), make_model(name, warmup=300)]
+    for model in models:
+        x, y = {"u": 0.5}, "0"
+        for step in range(120):
+            if rng.random() < 0.6:  # else the event before once more (its buffer entry grows)
+                x = {"u": float(rng.normal()), "v": int(rng.integers(5))}
+                if rng.random() < 0.3:
+                    del x["v"]
+                y = str(rng.integers(2))
+            w = float(rng.choice([0.5, 1.0, 2.0]))
+            if step % 7 == 0:
+                model.learn_many([x] * 3 + [{"u": 1.5}], [y] * 3 + ["0"], [w, w, 1.0, 0.25])
+            else:
+                model.learn_one(x, y, w)
+            check(model)
+    models[1].merge(model_from_state(models[1].to_state()))  # the buffers' events appended
+    check(models[1])
+    restored = model_from_state(models[1].to_state())
+    check(restored)
+    for _ in range(400):  # through the end of the warm-up
+        restored.learn_one({"u": float(rng.normal()), "v": 1}, "1", 1.0)
+        check(restored)
+    assert not restored._components[0].buffers

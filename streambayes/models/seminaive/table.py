@@ -12,6 +12,9 @@ the counts of the sequential stream (the edges too, while neither shard had fixe
 
 from __future__ import annotations
 
+from collections import Counter
+from operator import itemgetter
+
 import numpy as np
 
 from streambayes.errors import FeatureError, ModelError
@@ -42,6 +45,7 @@ class AttributeTable:
         self.pairs = PairCounts(max_bytes)
         self.class_counts = np.zeros(0)
         self.buffers: dict[int, list] = {}  # numeric attribute without edges → [class, w, raw]
+        self._totals: dict[int, list] = {}  # derived from buffers, see _buffer_totals
         self.version = 0  # changes whenever the statistics do (keys derived caches)
 
     @property
@@ -108,8 +112,7 @@ class AttributeTable:
             raise FeatureError(f"{k} classes and {n} attribute values do not fit the count keys "
                                f"(at most {2**self.code_bits - 1:,} values, {2**self.class_bits - 1:,} "
                                f"classes); lower max_values or bins")
-        sizes = [(batch.n, len(self.attrs.columns(batch)))]
-        sizes += [(1, len(r[3])) for records in self.buffers.values() for r in records]
+        sizes = [(batch.n, len(self.attrs.columns(batch))), *self._buffered_sizes()]
         need = self.bytes_needed(k, n, sizes)
         if need > self.max_bytes:
             raise FeatureError(f"the batch's new classes, values and value combinations could need "
@@ -123,8 +126,42 @@ class AttributeTable:
         """Bytes of the counts at most, after events of ``sizes`` ((events, fields) each) with
         ``n_classes`` classes and ``n_codes`` codes (hook: more tables)."""
         new = sum(n * self.pairs.entries_per_event(d) for n, d in sizes)
-        buffered = sum(64 + 48 * len(r[3]) for records in self.buffers.values() for r in records)
+        buffered = sum(n * (64 + 48 * d) for n, d in self._buffered_sizes())
         return self.pairs.bytes_after(n_classes, n_codes, new) + buffered
+
+    def _buffered_sizes(self) -> list[tuple[int, int]]:
+        """(events, fields) of the buffered events, those of one size together: each may be
+        replayed once per attribute that buffers it."""
+        for a in [a for a in self._totals if a not in self.buffers]:
+            del self._totals[a]
+        fields: Counter = Counter()
+        for a in self.buffers:
+            fields.update(self._buffer_totals(a)[1])
+        return [(n, d) for d, n in sorted(fields.items())]
+
+    def _buffer_totals(self, a: int) -> tuple[float, Counter]:
+        """(raw weight, how many events of each number of fields) of attribute ``a``'s buffer,
+        kept up to date as it grows rather than summed again at every event: a warm-up of N
+        one-event batches would cost N² otherwise. A buffer only grows at its end, and only its
+        last event changes in place (``_append``), so the events before it are added once, in
+        order (the weight is the sequential sum, as ``sum`` gave)."""
+        records = self.buffers.get(a)
+        if not records:
+            return 0.0, Counter()
+        t = self._totals.get(a)
+        if t is None or t[0] is not records or t[1] > len(records) - 1:
+            t = self._totals[a] = [records, 0, 0, Counter()]  # list, events added, weight, sizes
+        upto = len(records) - 1
+        if upto > t[1]:
+            part = records[t[1]:upto]
+            for r in part:
+                t[2] += r[2]
+            t[3].update(map(len, map(_RAW, part)))
+            t[1] = upto
+        last = records[-1]
+        sizes = t[3].copy()
+        sizes[len(last[3])] += 1
+        return t[2] + last[2], sizes
 
     def _codes_after(self, batch: Batch) -> int:
         """An upper bound on the number of codes once ``batch`` is learned: its new categories
@@ -187,7 +224,7 @@ class AttributeTable:
             cut, fixing = n - 1, []
             for a, col in warm.items():
                 present = np.flatnonzero(~np.isnan(col[start:])) + start
-                need = self.warmup - sum(r[2] for r in self.buffers.get(a, []))
+                need = self.warmup - self._buffer_totals(a)[0]
                 reach = np.searchsorted(np.cumsum(raw[present]), need, side="left")
                 if reach < len(present):  # the event whose weight completes the warm-up
                     t = int(present[reach])
@@ -360,8 +397,11 @@ class AttributeTable:
         """Hook: restore what :meth:`extra_state` saved."""
 
     def memory_bytes(self) -> int:
-        buffered = sum(64 + 48 * len(r[3]) for records in self.buffers.values() for r in records)
+        buffered = sum(n * (64 + 48 * d) for n, d in self._buffered_sizes())
         return self.pairs.memory_bytes() + self.attrs.memory_bytes() + self.class_counts.nbytes + buffered
+
+
+_RAW = itemgetter(3)  # the fields of a buffered event [class, w, raw w, raw]
 
 
 def _append(buffer: list, record: list) -> None:
