@@ -200,3 +200,61 @@ def test_the_warm_up_buffers_running_totals_are_their_sums(name):
         restored.learn_one({"u": float(rng.normal()), "v": 1}, "1", 1.0)
         check(restored)
     assert not restored._components[0].buffers
+
+
+def test_the_running_totals_go_with_the_warm_up_and_are_never_pickled():
+    import pickle
+
+    from streambayes.models.seminaive.attributes import Attributes
+
+    m = make_model("aode", warmup=50)
+    xs, ys = _numeric_stream(200, seed=6)
+    for x, y in zip(xs[:30], ys[:30], strict=True):
+        m.learn_one(x, y)
+    table = m._components[0]
+    assert table._totals and table.buffers  # in the warm-up
+    assert pickle.loads(pickle.dumps(table))._totals == {}
+    for x, y in zip(xs[30:], ys[30:], strict=True):
+        m.learn_one(x, y)
+    assert not table.buffers and table._totals == {}  # not one buffered event kept alive
+    # a model pickled before the caches existed: they are made again when missing
+    table.attrs._bin_cache.clear()
+    state = {k: v for k, v in table.attrs.__dict__.items() if k not in ("_bin_cache", "_table_cache")}
+    older = Attributes.__new__(Attributes)
+    older.__setstate__(state)
+    table.attrs = older
+    old_table = {k: v for k, v in table.__dict__.items() if k != "_totals"}
+    table.__dict__.clear()
+    table.__setstate__(old_table)
+    before = m.predict_proba_one(xs[0])
+    m.learn_one(xs[1], ys[1])
+    m.learn_many(xs[:3], ys[:3])
+    assert set(before) == set(m.predict_proba_one(xs[0]))
+
+
+def test_a_merge_of_other_bin_edges_is_refused_before_anything_changes():
+    from streambayes.errors import ModelError
+
+    xs, ys = _numeric_stream(200, seed=7)
+    a, b = make_model("aode", warmup=40), make_model("aode", warmup=40)
+    a.learn_many(xs[:100], ys[:100])
+    b.learn_many([{**x, "new": "v"} for x in xs[100:]], ys[100:])  # other edges, another attribute
+    before = canonical(a.to_state())
+    with pytest.raises(ModelError, match="other bin edges"):
+        a.merge(b)
+    assert_same(canonical(a.to_state()), before)
+    a.learn_one(xs[0], ys[0])  # the per-event path, on a whole model
+    ref = make_model("aode", warmup=40)
+    ref.learn_many(xs[:100] + xs[:1], ys[:100] + ys[:1])
+    assert_same(canonical(a.to_state()), canonical(ref.to_state()))
+
+
+def test_a_string_in_a_text_field_is_text_per_event_too():
+    xs, ys = _numeric_stream(200, seed=8)
+    one, many = make_model("aode", warmup=40), make_model("aode", warmup=40)
+    xs = [{**x, "text": True} for x in xs]  # a bool in the text field: the category "true"
+    one.learn_many(xs, ys)
+    many.learn_many(xs, ys)
+    query = {**xs[0], "text": "true"}  # a string there is text, which these learners leave out
+    np.testing.assert_allclose(list(one.predict_proba_one(query).values()),
+                               many.predict_proba_many([query])[0], rtol=1e-9, atol=1e-12)

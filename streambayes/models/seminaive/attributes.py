@@ -61,6 +61,12 @@ class Attributes:
         self._bin_cache: dict[int, tuple[np.ndarray, list[float], list[int]]] = {}
         self._table_cache: dict[int, np.ndarray] = {}
 
+    def __getstate__(self) -> dict:  # the caches are derived: never pickled
+        return {**self.__dict__, "_bin_cache": {}, "_table_cache": {}}
+
+    def __setstate__(self, state: dict) -> None:  # (older pickles have no caches)
+        self.__dict__.update({"_bin_cache": {}, "_table_cache": {}, **state})
+
     @property
     def n_codes(self) -> int:
         return len(self.attr_of)

@@ -62,11 +62,14 @@ class _SemiNaive(NaiveBayesBase):
             return None
         codes = [-1] * len(attrs.names)
         name_of, values, gcodes, edges = attrs.names.get, attrs.values, attrs.gcodes, attrs.edges
+        text_fields = self.text_fields
         for field, value in x.items():
             a = name_of(field)
             if a < 0:
                 return None
             kind = type(value)
+            if kind is str and field in text_fields:  # text, not a category (the batch path's rule)
+                return None
             if kind is str or kind is bool:
                 local = values[a].get(value if kind is str else ("true" if value else "false"))
                 if local >= 0:

@@ -48,6 +48,12 @@ class AttributeTable:
         self._totals: dict[int, list] = {}  # derived from buffers, see _buffer_totals
         self.version = 0  # changes whenever the statistics do (keys derived caches)
 
+    def __getstate__(self) -> dict:  # the running totals are derived: never pickled
+        return {**self.__dict__, "_totals": {}}
+
+    def __setstate__(self, state: dict) -> None:  # (older pickles have none)
+        self.__dict__.update({"_totals": {}, **state})
+
     @property
     def pairs(self) -> PairCounts:
         """The pair counts, with every event learned by :meth:`learn_event` added."""
@@ -74,8 +80,8 @@ class AttributeTable:
         any reader of :attr:`pairs` adds first (so the counts are those of ``learn``), and the
         dense estimates of the last prediction are updated in place. False (nothing changed)
         when this table cannot (its warm-up buffers, or the bound): the caller takes ``learn``."""
-        if self.buffers or not self.per_event:
-            return False
+        if self.buffers or not self.per_event or self._pairs.n_codes < self.attrs.n_codes:
+            return False  # (codes the counts do not cover yet: learn() grows them first)
         present = sum(g >= 0 for g in codes)
         new = (len(self._pending) + 1) * self._pairs.entries_per_event(present)
         if self._pairs.bytes_after(len(self.class_counts), self.attrs.n_codes, new) > self.max_bytes:
@@ -129,6 +135,11 @@ class AttributeTable:
         buffered = sum(n * (64 + 48 * d) for n, d in self._buffered_sizes())
         return self.pairs.bytes_after(n_classes, n_codes, new) + buffered
 
+    def _take_buffer(self, a: int) -> list:
+        """Remove attribute ``a``'s buffer (its running totals too) and return it."""
+        self._totals.pop(a, None)
+        return self.buffers.pop(a, [])
+
     def _buffered_sizes(self) -> list[tuple[int, int]]:
         """(events, fields) of the buffered events, those of one size together: each may be
         replayed once per attribute that buffers it."""
@@ -143,8 +154,9 @@ class AttributeTable:
         """(raw weight, how many events of each number of fields) of attribute ``a``'s buffer,
         kept up to date as it grows rather than summed again at every event: a warm-up of N
         one-event batches would cost N² otherwise. A buffer only grows at its end, and only its
-        last event changes in place (``_append``), so the events before it are added once, in
-        order (the weight is the sequential sum, as ``sum`` gave)."""
+        last event changes in place (``_append``), so the events before it are added once. The
+        weight is summed left to right, as ``np.cumsum`` does where a batch completes a warm-up
+        (Python 3.12's ``sum`` of floats is compensated, which could differ in the last bit)."""
         records = self.buffers.get(a)
         if not records:
             return 0.0, Counter()
@@ -250,7 +262,7 @@ class AttributeTable:
     def _fix(self, a: int) -> None:
         """Fix attribute ``a``'s edges from the buffered values up to the one that completed the
         warm-up (stream order, weighted), then replay the whole buffer."""
-        records = self.buffers.pop(a, [])
+        records = self._take_buffer(a)
         name = self.attrs.names.values[a]
         weights = np.array([r[2] for r in records])
         upto = int(np.searchsorted(np.cumsum(weights), self.warmup, side="left")) + 1
@@ -294,8 +306,15 @@ class AttributeTable:
 
     # -- merge --------------------------------------------------------------------------------
     def check_merge(self, other: AttributeTable) -> None:
-        """Refuse (LimitError, before any change) a merge past ``max_values``."""
+        """Refuse, before any change, a merge past ``max_values`` (LimitError) or of an attribute
+        binned with other edges (ModelError)."""
         self.attrs.check_merge(other.attrs)
+        for ob, name in enumerate(other.attrs.names.values):
+            a, theirs = self.attrs.names.get(name), other.attrs.edges[ob]
+            if a >= 0 and theirs is not None and self.attrs.edges[a] is not None \
+                    and not np.array_equal(self.attrs.edges[a], theirs):
+                raise ModelError(f"cannot merge: attribute {name!r} has other bin edges "
+                                 f"({self.attrs.edges[a].tolist()} vs {theirs.tolist()})")
 
     def merge(self, other: AttributeTable, class_map: np.ndarray, factor: float) -> None:
         code_map = np.full(other.attrs.n_codes, -1, np.int64)
@@ -318,7 +337,7 @@ class AttributeTable:
                 for record in records:
                     _append(self.buffers.setdefault(a, []), record)
         for a, _ in pending:
-            if a in self.buffers and sum(r[2] for r in self.buffers[a]) >= self.warmup:
+            if a in self.buffers and self._buffer_totals(a)[0] >= self.warmup:
                 self._fix(a)
         self.merge_extra(other, class_map, factor)
         self.version += 1
@@ -339,7 +358,7 @@ class AttributeTable:
         theirs = other.attrs.edges[ob]
         if theirs is not None:
             if mine.edges[a] is None:  # their edges win; our buffer is binned with them
-                self._adopt(a, theirs, self.buffers.pop(a, []))
+                self._adopt(a, theirs, self._take_buffer(a))
             elif not np.array_equal(mine.edges[a], theirs):
                 raise ModelError(f"cannot merge: attribute {name!r} has other bin edges "
                                  f"({mine.edges[a].tolist()} vs {theirs.tolist()})")

@@ -151,7 +151,7 @@ def check_targets(snapshots: Any, dead_letter: str | None) -> tuple[Any, Any]:
     return state, dead
 
 
-# A checkpoint transaction holds a whole snapshot (every chunk) and two reads of the state topic.
+# A checkpoint transaction holds a whole snapshot (every chunk) and three reads of the state topic.
 # 10 s, as the predictor's: a restarted static learner reads the state topic (read_committed)
 # before its producer fences its killed self, so it waits out the killed one's open transaction.
 # A 60 s timeout made that wait a minute (a kill test failed); a model whose snapshot takes longer

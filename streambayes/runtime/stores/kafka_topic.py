@@ -11,9 +11,12 @@ Layout (one partition, partition 0; a namespace ``NS`` is ``""`` or ``"child/"..
   (``acks=all``): ``{"size", "chunks", "sha256", "write"}``. A snapshot exists when its manifest
   does, so a writer that dies between chunks leaves no snapshot, only orphan chunks, which a later
   write deletes once they are ``stale_after`` seconds old (default 600; a younger one may be
-  another writer's write under way). A reader joins the chunks of the manifest's write and checks
-  size and SHA-256 end to end (and then the snapshot's own checksum): a missing or damaged chunk
-  makes the snapshot corrupt, and :meth:`latest` falls back to the one before.
+  another writer's write under way). Their age is read from the write id, that is from the
+  writer's clock: hosts whose clocks differ by more than ``stale_after`` could delete a write
+  under way (its snapshot is then corrupt, and the one before is used). A reader joins the
+  chunks of the manifest's write and checks size and SHA-256 end to end (and then the snapshot's
+  own checksum): a missing or damaged chunk makes the snapshot corrupt, and :meth:`latest` falls
+  back to the one before.
 - Two writers of one store (a learner that has just lost a state shard in a rebalance checkpoints
   it once more while its new owner writes there) may take the same next number. A writer looks
   again just before its manifest: if the number's manifest has come meanwhile, it deletes its
@@ -71,6 +74,7 @@ logger = logging.getLogger(__name__)
 _MANIFEST = re.compile(r"snapshot-(\d{6,})\.sbs")
 _CHUNK = re.compile(r"snapshot-(\d{6,})\.sbs:(?:([0-9a-f]{20}):)?(\d{6})")  # number, write, index
 _WRITE = re.compile(r"[0-9a-f]{20}")
+_MAX_MANIFEST = 65_536  # bytes: a longer manifest is damage, not parsed
 _OVERHEAD = 1024  # bytes of record and batch framing kept free below max.message.bytes
 _DEFAULT_MAX_MESSAGE = 1_048_588  # Apache Kafka's default max.message.bytes
 MANIFEST_FORMAT = "streambayes-kafka-snapshot/1"
@@ -392,18 +396,21 @@ def _chunk_key(name: str, write: str | None, index: int) -> str:
 def _manifest_write(value: bytes | int) -> str | None:
     """The write a manifest names (None: none, or unreadable)."""
     try:
-        write = json.loads(value).get("write") if isinstance(value, bytes) else None
-    except (ValueError, AttributeError):
+        write = json.loads(value).get("write") if isinstance(value, bytes) and \
+            len(value) <= _MAX_MANIFEST else None
+    except (ValueError, AttributeError, RecursionError):
         return None
     return write if isinstance(write, str) else None
 
 
 def _parse_manifest(value: bytes, limits: ReadLimits) -> tuple[int, int, str, str | None]:
+    if len(value) > _MAX_MANIFEST:
+        raise CorruptSnapshot(f"a manifest of {len(value):,} bytes (a manifest takes about 200)")
     try:
         manifest = json.loads(value)
         size, chunks, digest = int(manifest["size"]), int(manifest["chunks"]), str(manifest["sha256"])
         write = manifest.get("write")
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise CorruptSnapshot(f"unreadable manifest: {exc}") from None
     if write is not None and not (isinstance(write, str) and _WRITE.fullmatch(write)):
         raise CorruptSnapshot(f"manifest names the write {write!r}, not 20 hex digits")
