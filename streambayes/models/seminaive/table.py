@@ -310,11 +310,9 @@ class AttributeTable:
         binned with other edges (ModelError)."""
         self.attrs.check_merge(other.attrs)
         for ob, name in enumerate(other.attrs.names.values):
-            a, theirs = self.attrs.names.get(name), other.attrs.edges[ob]
-            if a >= 0 and theirs is not None and self.attrs.edges[a] is not None \
-                    and not np.array_equal(self.attrs.edges[a], theirs):
-                raise ModelError(f"cannot merge: attribute {name!r} has other bin edges "
-                                 f"({self.attrs.edges[a].tolist()} vs {theirs.tolist()})")
+            a = self.attrs.names.get(name)
+            if a >= 0:
+                _same_edges(name, self.attrs.edges[a], other.attrs.edges[ob])
 
     def merge(self, other: AttributeTable, class_map: np.ndarray, factor: float) -> None:
         code_map = np.full(other.attrs.n_codes, -1, np.int64)
@@ -359,9 +357,8 @@ class AttributeTable:
         if theirs is not None:
             if mine.edges[a] is None:  # their edges win; our buffer is binned with them
                 self._adopt(a, theirs, self._take_buffer(a))
-            elif not np.array_equal(mine.edges[a], theirs):
-                raise ModelError(f"cannot merge: attribute {name!r} has other bin edges "
-                                 f"({mine.edges[a].tolist()} vs {theirs.tolist()})")
+            else:
+                _same_edges(name, mine.edges[a], theirs)
         for local, value in enumerate(other.attrs.values[ob].values):
             mine_local = mine.add_value(a, value)
             if mine_local >= 0:
@@ -418,6 +415,13 @@ class AttributeTable:
     def memory_bytes(self) -> int:
         buffered = sum(n * (64 + 48 * d) for n, d in self._buffered_sizes())
         return self.pairs.memory_bytes() + self.attrs.memory_bytes() + self.class_counts.nbytes + buffered
+
+
+def _same_edges(name: object, mine: np.ndarray | None, theirs: np.ndarray | None) -> None:
+    """Refuse a merge of attribute ``name`` binned with other edges (either side unbinned: fine)."""
+    if mine is not None and theirs is not None and not np.array_equal(mine, theirs):
+        raise ModelError(f"cannot merge: attribute {name!r} has other bin edges "
+                         f"({mine.tolist()} vs {theirs.tolist()})")
 
 
 _RAW = itemgetter(3)  # the fields of a buffered event [class, w, raw w, raw]
