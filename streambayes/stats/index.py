@@ -12,7 +12,7 @@ Learners merge by value, never by code, because two learners number values diffe
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -48,6 +48,11 @@ class ValueIndex:
     def get(self, value: object) -> int:
         """The code of ``value``, or -1 if unseen."""
         return self._codes.get(value, -1)
+
+    @property
+    def table(self) -> Mapping:
+        """value → code, read only (a per-event path looks values up without a call each)."""
+        return self._codes
 
     def codes(self, values: Iterable) -> np.ndarray:
         """Codes of ``values``, adding the unseen ones."""

@@ -258,3 +258,88 @@ def test_a_string_in_a_text_field_is_text_per_event_too():
     query = {**xs[0], "text": "true"}  # a string there is text, which these learners leave out
     np.testing.assert_allclose(list(one.predict_proba_one(query).values()),
                                many.predict_proba_many([query])[0], rtol=1e-9, atol=1e-12)
+
+
+def test_aode_products_equal_the_logs_with_parents_left_out_and_underflow(monkeypatch):
+    """AODE's per-event likelihood is made of products (no logs): equal to the batch path's logs
+    where some parents are below min_count, and handed to the logs when a class's product would
+    pass below TINY (90 attributes, alpha 1e-9: an unseen combination costs about 1e-9)."""
+    from streambayes.models.seminaive.ode import AODETable
+
+    rng = np.random.default_rng(7)
+    xs = [{f"f{j}": str(rng.integers(6)) for j in range(90)} for _ in range(60)]
+    ys = [str(rng.integers(2)) for _ in xs]
+    calls = {"products": 0, "logs": 0}
+    real = AODETable.event_likelihood
+
+    def counted(self, codes):
+        got = real(self, codes)
+        calls["products" if got is not None else "logs"] += 1
+        return got
+
+    monkeypatch.setattr(AODETable, "event_likelihood", counted)
+    for params in ({"alpha": 1e-9}, {"min_count": 6.0}):
+        one, many = make_model("aode", **params), make_model("aode", **params)
+        one.learn_many(xs[:40], ys[:40])
+        many.learn_many(xs[:40], ys[:40])
+        for x, y in zip(xs[30:], ys[30:], strict=True):  # ten seen before, twenty new
+            got = one.predict_proba_one(x)
+            want = many.predict_proba_many([x])[0]
+            np.testing.assert_allclose(list(got.values()), want, rtol=1e-9, atol=1e-300)
+            one.learn_one(x, y)
+            many.learn_many([x], [y])
+        assert one._components[0].derived(1.0).dense
+    assert calls["products"] and calls["logs"], calls
+
+
+def test_an_event_changed_between_its_prediction_and_its_learning_is_learned_as_it_is_then():
+    """predict_proba_one remembers the event's codes for learn_one; a value replaced in place
+    in between (another category, or True for 1: equal in Python, not the same value here) is
+    learned as it is at learn_one."""
+    edges = {"n": [0.5, 1.5]}
+    xs, ys = _stream(200, seed=3)
+    for x in xs:
+        x["n"] = 1
+    for change in ({"a": "2"}, {"n": True}, {"a": None}):
+        one, many = make_model("aode", edges=edges), make_model("aode", edges=edges)
+        one.learn_many(xs[:150], ys[:150])
+        many.learn_many(xs[:150], ys[:150])
+        for x, y in zip(xs[150:], ys[150:], strict=True):
+            x = dict(x)
+            one.predict_proba_one(x)
+            x.update(change)
+            one.learn_one(x, y)
+            many.learn_many([x], [y])
+        assert_same(canonical(one.to_state()), canonical(many.to_state()))
+
+
+def test_the_remembered_codes_are_never_pickled():
+    import pickle
+
+    xs, ys = _stream(50, seed=4)
+    m = make_model("aode")
+    m.learn_many(xs, ys)
+    m.predict_proba_one(xs[0])
+    assert m._codes_memo is not None
+    back = pickle.loads(pickle.dumps(m))
+    assert not hasattr(back, "_codes_memo")
+    assert back.predict_proba_one(xs[0]) == m.predict_proba_one(xs[0])
+    back.learn_one(xs[1], ys[1])
+    m.learn_one(xs[1], ys[1])
+    assert_same(canonical(back.to_state()), canonical(m.to_state()))
+
+
+def test_the_remembered_codes_follow_the_model_when_it_learns_in_between():
+    """An event with a category the model has not seen is predicted (the category as missing),
+    the model then learns that category from other events: the same event, predicted again,
+    has its code."""
+    xs, ys = _stream(100, seed=5)
+    one, many = make_model("aode"), make_model("aode")
+    one.learn_many(xs, ys)
+    many.learn_many(xs, ys)
+    x = {"a": "new", "b": "1", "c": "0"}
+    one.predict_proba_one(x)
+    one.learn_many([{"a": "new", "b": "2"}], ["1"])
+    many.learn_many([{"a": "new", "b": "2"}], ["1"])
+    np.testing.assert_allclose(list(one.predict_proba_one(x).values()), many.predict_proba_many([x])[0],
+                               rtol=1e-9)

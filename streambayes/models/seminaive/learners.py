@@ -48,6 +48,11 @@ class _SemiNaive(NaiveBayesBase):
                          bigrams=bigrams, max_classes=max_classes, max_fields=max_fields,
                          max_values=max_values)
 
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state.pop("_codes_memo", None)  # the last event's codes (and values): never pickled
+        return state
+
     # -- per event, without the mini-batch machinery (River style) ----------------------------
     def _event_codes(self, x: Mapping, learn: bool = False) -> list | None:
         """The codes of an event (by attribute, -1 missing or unseen) when it can take the per-event
@@ -60,35 +65,54 @@ class _SemiNaive(NaiveBayesBase):
         attrs = table.attrs
         if self.decay is not None or attrs.missing != "skip" or table.buffers:
             return None
+        # River's loop predicts an event, then learns it: its codes are made once. The very same
+        # values (by identity, kept alive by the memo) under the same names, of the same
+        # statistics (table and version), have the same codes.
+        names, values = tuple(x), tuple(x.values())
+        ids = tuple(map(id, values))
+        memo = getattr(self, "_codes_memo", None)
+        if memo is not None and memo[0] is table and memo[1] == table.version and memo[3] == ids \
+                and memo[2] == names:
+            codes, unseen = memo[5], memo[6]
+        else:
+            codes, unseen = self._codes_of(x, table)
+            self._codes_memo = (table, table.version, names, ids, values, codes, unseen)
+        return None if codes is None or (learn and unseen) else codes
+
+    def _codes_of(self, x: Mapping, table) -> tuple[list | None, bool]:
+        """(codes, whether a category was unseen) of :meth:`_event_codes`; codes None where the
+        event takes the mini-batch path however it is used."""
+        attrs = table.attrs
+        unseen = False
         codes = [-1] * len(attrs.names)
-        name_of, values, gcodes, edges = attrs.names.get, attrs.values, attrs.gcodes, attrs.edges
+        name_of, values, gcodes, edges = attrs.names.table.get, attrs.values, attrs.gcodes, attrs.edges
         text_fields = self.text_fields
         for field, value in x.items():
             a = name_of(field)
-            if a < 0:
-                return None
+            if a is None:
+                return None, unseen
             kind = type(value)
             if kind is str and field in text_fields:  # text, not a category (the batch path's rule)
-                return None
+                return None, unseen
             if kind is str or kind is bool:
-                local = values[a].get(value if kind is str else ("true" if value else "false"))
-                if local >= 0:
+                local = values[a].table.get(value if kind is str else ("true" if value else "false"))
+                if local is not None:
                     codes[a] = gcodes[a][local]
-                elif learn:
-                    return None
+                else:
+                    unseen = True
             elif kind is float or kind is int:  # (numpy's numbers take the batch path)
                 if edges[a] is None:
-                    return None
+                    return None, unseen
                 try:
                     v = float(value)
                 except OverflowError:  # an int past float64: the batch path says so
-                    return None
+                    return None, unseen
                 if not -MAX_ABS_VALUE <= v <= MAX_ABS_VALUE:  # inf, NaN or too large: refused there
-                    return None
+                    return None, unseen
                 codes[a] = attrs.bin_code(a, v)
             elif value is not None:
-                return None
-        return codes
+                return None, unseen
+        return codes, unseen
 
     def learn_one(self, x: Mapping, y, w: float = 1.0) -> None:
         """As ``learn_many([x], [y], [w])``; an event whose class and values are all known takes
@@ -108,6 +132,11 @@ class _SemiNaive(NaiveBayesBase):
         if codes is None or k < 2:
             return super().predict_proba_one(x)
         table = self._components[0]
+        if hasattr(table, "event_likelihood"):  # AODE: products, no logs
+            likelihood = table.event_likelihood(codes)
+            if likelihood is not None:
+                total = sum(likelihood)
+                return dict(zip(self._classes.values, [v / total for v in likelihood], strict=True))
         jll = table.event_log_likelihood(codes) if hasattr(table, "event_log_likelihood") else None
         if jll is None:
             proba = np.exp(log_normalize(table.codes_log_likelihood(np.array([codes], np.int64), 1.0)))[0]

@@ -25,6 +25,8 @@ from streambayes.stats.keyed import KeyedCounts, pack
 from streambayes.stats.pairs import BITS as PAIR_BITS
 from streambayes.stats.pairs import PairCounts
 
+TINY = 1e-250  # the smallest likelihood the per-event products give (else: the log path)
+
 
 class Derived:
     """Smoothed log-estimates derived from the counts, for the codes present in a batch."""
@@ -34,10 +36,10 @@ class Derived:
         d = len(table.attrs.names)
         onehot = attribute_onehot(attr_of, d)
         self.attr_of = attr_of
-        self.single = table.pairs.singles() * scale  # |D_c,x|, (k, G)
+        self.single = np.ascontiguousarray(table.pairs.singles() * scale)  # |D_c,x|, (k, G)
         if table.dense_fits(2):  # small: dense (k, G, G) and (k, G, d) arrays
-            self.t = table.pairs.view() * scale
-            self.known_with = self.t @ onehot  # |D_c,x,j|: events of class c with x and j known
+            self.t = np.ascontiguousarray(table.pairs.view() * scale)  # add_event: flat views
+            self.known_with = np.ascontiguousarray(self.t @ onehot)  # |D_c,x,j|: class c, x and j known
         else:  # large: the same numbers, looked up for the codes a batch asks for
             self.t = PairView(table.pairs, scale)
             self.known_with = KnownView(table.pairs.known(attr_of), self.single, attr_of, d, scale)
@@ -48,6 +50,9 @@ class Derived:
         self.dense = isinstance(self.t, np.ndarray)
         self.n_values = np.maximum(table.attrs.n_values(), 1).astype(np.float64)
         self.alpha, self.m = alpha, m
+        k = self.single.shape[0]
+        self.alpha_values = alpha * self.n_values  # the smoothing's denominators, per attribute
+        self.alpha_joint = alpha * k * self.n_values
         if self.single.shape[1] == 0:  # attributes but no coded value yet (numeric bins warming up):
             k = self.single.shape[0]  # one zero-count column: every code (all -1, missing) indexes it
             self.t, self.single = np.zeros((k, 1, 1)), np.zeros((k, 1))
@@ -74,13 +79,18 @@ class Derived:
         return terms, present
 
     def add_event(self, c: int, codes: list, w: float) -> None:
-        """The dense estimates after one more event (scale 1) of class ``c``, in place."""
+        """The dense estimates after one more event (scale 1) of class ``c``, in place: class
+        ``c``'s rows as flat views, indexed by flat positions (a multi-axis fancy index costs
+        several µs a call)."""
         g = np.array([v for v in codes if v >= 0], np.int64)
-        a = self.attr_of[g]
-        self.t[c, g[:, None], g[None, :]] += w
-        self.known_with[c, g[:, None], a[None, :]] += w
-        self.single[c, g] += w
-        self.class_attr[c, a] += w
+        a = self.attr_of.take(g)
+        k, n_codes, d = self.known_with.shape
+        pairs = self.t.reshape(k, -1)[c]  # views (the dense arrays are C-contiguous)
+        pairs[(g * n_codes)[:, None] + g] += w
+        known = self.known_with.reshape(k, -1)[c]
+        known[(g * d)[:, None] + a] += w
+        self.single[c][g] += w
+        self.class_attr[c][a] += w
         self.attr_total[a] += w
         self.value_total[g] += w
         self.class_total[c] += w
@@ -190,24 +200,42 @@ class AODETable(ODETable):
         step = max(1, self.max_bytes // (4 * 8 * k * d * d))
         return np.concatenate([self._chunk(codes[i:i + step], est) for i in range(0, len(codes), step)])
 
-    def event_log_likelihood(self, codes: list) -> np.ndarray | None:
-        """The jll (classes,) of one event (codes by attribute, -1 missing), scale 1, from the dense
-        estimates: the per-event path of :meth:`codes_log_likelihood` (the same sums in another
-        order). None where that path is needed (sparse estimates, alpha 0, m-estimate, no parent)."""
+    def event_likelihood(self, codes: list) -> list[float] | None:
+        """The joint likelihood of each class for one event (codes by attribute, -1 missing), scale
+        1, from the dense estimates: the per-event path of :meth:`codes_log_likelihood`, as products
+        of the same ratios rather than sums of their logs (``exp`` of its jll up to rounding).
+
+        Parent ``i``'s term P̂(c, x_i) Π_{j≠i} P̂(x_j | c, x_i) is Π_j R_ij · D_ii / (|D_i| + α·N·N_i)
+        with R_ij = (|D_c,xi,xj| + α) / (|D_c,xi,j| + α·N_j) and D_ii = |D_c,xi| + α·N_i its own
+        denominator: R_ii's numerator is the joint's, so the product over every j needs no mask.
+        Small arrays: ``take`` and Python's ``min`` (numpy's fancy indexing and reductions cost
+        several µs a call). None where that path is needed: sparse estimates, alpha 0, the
+        m-estimate, no eligible parent, or a class whose likelihood is below :data:`TINY` (the
+        logs keep its precision)."""
         est = self.derived(1.0)
         if not est.dense or est.m is not None or not est.alpha > 0:
             return None
         g = np.array([v for v in codes if v >= 0], np.int64)
-        eligible = est.value_total[g] >= self.min_count
-        if not eligible.any():
+        if not len(g):
             return None
-        a, al, k = est.attr_of[g], est.alpha, est.single.shape[0]
-        nv = est.n_values[a]
-        joint = np.log(est.single[:, g] + al) - np.log(est.attr_total[a] + al * k * nv)
-        child = np.log(est.t[:, g[:, None], g] + al) - np.log(est.known_with[:, g[:, None], a] + al * nv)
-        terms = (joint + child.sum(axis=2) - np.diagonal(child, axis1=1, axis2=2))[:, eligible]
-        top = terms.max(axis=1)
-        return top + np.log(np.exp(terms - top[:, None]).sum(axis=1))
+        eligible = est.value_total.take(g) >= self.min_count
+        some = eligible.tolist()
+        if not all(some):
+            if not any(some):
+                return None
+        else:
+            eligible = None
+        a = est.attr_of.take(g)
+        ratio = est.t.take(g, axis=1).take(g, axis=2)  # (classes, parent, child)
+        ratio += est.alpha
+        below = est.known_with.take(g, axis=1).take(a, axis=2)
+        below += est.alpha_values.take(a)
+        ratio /= below
+        terms = ratio.prod(axis=2)
+        terms *= np.diagonal(below, axis1=1, axis2=2)
+        terms /= est.attr_total.take(a) + est.alpha_joint.take(a)
+        likelihood = (terms if eligible is None else terms[:, eligible]).sum(axis=1).tolist()
+        return likelihood if min(likelihood) > TINY else None
 
     def _chunk(self, codes: np.ndarray, est: Derived) -> np.ndarray:
         terms, present = est.parent_terms(codes)
