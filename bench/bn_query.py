@@ -14,7 +14,8 @@ same process and interleaved:
 Every answer is compared with pgmpy's (max |difference|, target 1e-9). Networks: alarm (37 nodes)
 and child (20) from ``$STREAMBAYES_DATA/bif``, hailfinder (56) and win95pts (76) from the BIF files
 in pgmpy's wheel. Prints queries/s (median of ``--rounds``, min-max) and the ratio to pgmpy;
-target (issue 13 item 5): >= 10x pgmpy. Never fails on timings; exit 0.
+target (issue 13 item 5): ``bn.query`` >= 10x pgmpy (until stop 28 the verdict read the warm
+engine). Never fails on timings; exit 0.
 
     python bench/bn_query.py                                   # alarm, child, hailfinder
     python bench/bn_query.py --networks alarm --queries 200 --rounds 3
@@ -147,12 +148,14 @@ def main(argv: list[str] | None = None) -> int:
                          "" if key == "pgmpy" else fmt(res["max_diff"], ".1e")])
     print_table("One-off queries per second (median of rounds)", ["network", "engine", "queries/s",
                 "min-max", "vs pgmpy (median of rounds)", "max |diff|"], rows, plain=args.plain)
-    print("Targets (issue 13 item 5): >= 10x pgmpy, equal to 1e-9")
+    print("Targets (issue 13 item 5): bn.query >= 10x pgmpy, equal to 1e-9 (the user's call, "
+          "BayesNet.query; the engine's warm VE.query beside it)")
     for res in results:
-        ratio = round_ratio(res, "warm")
+        ratio = round_ratio(res, "bn")
         ok = ratio >= 10 and res["max_diff"] <= 1e-9
-        print(f"  {res['network']}: warm {ratio:.1f}x, max |diff| {res['max_diff']:.1e} -> "
-              f"{'PASS' if ok else 'MISS'}")
+        warm = round_ratio(res, "warm")
+        print(f"  {res['network']}: BayesNet.query {ratio:.1f}x (VE.query warm {warm:.1f}x), "
+              f"max |diff| {res['max_diff']:.1e} -> {'PASS' if ok else 'MISS'}")
     return 0
 
 

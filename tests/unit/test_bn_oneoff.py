@@ -71,3 +71,22 @@ def test_tiny_products_fall_back_to_the_scaled_engine(monkeypatch):
     ve2 = VariableElimination(net)
     np.testing.assert_allclose(ve2.query(["lung"], {"xray": "yes", "dysp": "no"}), want, atol=1e-14)
     assert ve2.plans_built == 1
+
+
+def test_bn_query_gives_the_engines_answers_and_refuses_what_it_refuses():
+    """BayesNet.query hands the engine state codes (no round trip through the names): the same
+    answers as VariableElimination.query, and the same refusals."""
+    from streambayes.models import BayesNet
+
+    bn = BayesNet.from_bif(DATA / "bif" / "asia.bif")
+    ve = VariableElimination(_net("asia"))
+    for q, ev in [("lung", {"smoke": "yes"}), ("dysp", {"asia": "no", "xray": "yes"}), ("tub", {})]:
+        np.testing.assert_allclose(list(bn.query(q, ev).values()), ve.query([q], ev), rtol=1e-12)
+    with pytest.raises(NetworkError, match="distinct and not in the evidence: \\['lung'\\]"):
+        bn.query("lung", {"lung": "yes"})
+    with pytest.raises(NetworkError, match="distinct and not in the evidence"):
+        bn.query(["tub", "tub"])
+    for ask in (lambda: ve.query(["dysp"], {"either": "no", "lung": "yes"}),
+                lambda: bn.query("dysp", {"either": "no", "lung": "yes"})):
+        with pytest.raises(NetworkError, match="'either': 'no', 'lung': 'yes'} has probability zero"):
+            ask()

@@ -95,17 +95,23 @@ class VariableElimination:
         """
         variables, evidence = list(variables), dict(evidence or {})
         self._check_names(variables, evidence)
+        return self.query_codes(variables, {v: self.net.state_index[v][s] for v, s in evidence.items()})
+
+    def query_codes(self, variables: list[str], evidence: Mapping[str, int]) -> np.ndarray:
+        """:meth:`query` with the evidence as state codes, its names checked by the caller
+        (``BayesNet.query`` has them as codes already: no round trip through the state names)."""
         if self._oneoff is None:
             self._oneoff = OneOffQueries(self.net, self.cpts)
-        found = self._oneoff.query(variables, {v: self.net.state_index[v][s] for v, s in evidence.items()})
+        found = self._oneoff.query(variables, evidence)
         if found is not None:
             return found
         ev_vars = tuple(sorted(evidence, key=self.net.index.get))  # tiny products: the scaled engine
-        codes = np.array([[self.net.state_index[v][evidence[v]] for v in ev_vars]], np.int64)
+        codes = np.array([[evidence[v] for v in ev_vars]], np.int64)
         table, _ = self._run(self._plan(tuple(variables), ev_vars), codes)
         total = table.sum()
         if not total > 0:
-            raise NetworkError(f"evidence {evidence} has probability zero")
+            named = {v: self.net.states[v][c] for v, c in evidence.items()}
+            raise NetworkError(f"evidence {named} has probability zero")
         return table[0] / total
 
     def posterior_many(self, variable: str, codes: np.ndarray) -> np.ndarray:

@@ -306,8 +306,11 @@ class BayesNet:
         for v in [*evidence, *names]:  # one lookup per name: no (1, V) row is encoded
             if v not in self._net.index:
                 raise NetworkInputError(f"unknown variable {v!r}; the network has {self.variables}")
-        evidence = {v: self._net.states[v][self._code(v, s)] for v, s in evidence.items()}
-        table = self._current()[1].query(names, evidence)
+        codes = {v: self._code(v, s) for v, s in evidence.items()}
+        if len(set(names)) != len(names) or not codes.keys().isdisjoint(names):
+            both = sorted(set(names) & codes.keys())
+            raise NetworkError(f"query variables must be distinct and not in the evidence: {both or names}")
+        table = self._current()[1].query_codes(names, codes)
         domains = [self._net.states[v] for v in names]
         if one or len(names) == 1:
             return dict(zip(domains[0], table.tolist(), strict=True))

@@ -43,6 +43,7 @@ class OneOffQueries:
     def __init__(self, net: Network, cpts: Mapping[str, np.ndarray], max_cached: int = 100_000) -> None:
         order = _global_order(net)
         self.names = order
+        self.states = net.states  # for naming the evidence in an error
         index = {v: i for i, v in enumerate(order)}
         self.index = index
         fams = [tuple(index[u] for u in (v, *net.parents[v])) for v in order]
@@ -99,7 +100,8 @@ class OneOffQueries:
                 factor = self._leaf(i, ev) if fmask & emask else self._plain[i]
             if not factor[3] & part:
                 if not factor[4]:
-                    raise NetworkError(f"evidence {dict(evidence)} has probability zero")
+                    named = {v: self.states[v][c] for v, c in evidence.items()}
+                    raise NetworkError(f"evidence {named} has probability zero")
                 continue
             hidden = factor[3] & ~qmask
             if hidden:
