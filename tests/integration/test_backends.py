@@ -235,6 +235,42 @@ def test_group_source_reads_once_and_a_new_member_resumes_after_the_commit(backe
     successor.close()
 
 
+def test_a_group_member_forgets_the_positions_of_partitions_taken_from_it(backend, bootstrap, new_topic):
+    """A member that read both partitions hands one to a member that joins: from then on its
+    positions (what it would commit) hold only what it holds, none of the newcomer's, and nothing
+    is lost (confluent forgets them in its revoke callback, kafka-python at poll)."""
+    topic = new_topic(2)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    options = GROUP_OPTIONS[backend.NAME]
+    produce(backend, bootstrap, topic, 0, 20)
+    first = backend.GroupSource(bootstrap, topic, group=group, options=options)
+    records = read(first, 20, timeout=20, linger=0.3)
+    assert first.positions() == {topic: next_offsets(records)}
+    assert len(first.positions()[topic]) == 2
+    first.commit(first.positions())
+    second = backend.GroupSource(bootstrap, topic, group=group, options=options)
+    try:
+        got: list[Record] = []
+        deadline = time.monotonic() + 40
+        sent = 20
+        while time.monotonic() < deadline and not (second.positions()[topic] and first.positions()[topic]):
+            produce(backend, bootstrap, topic, sent, sent + 4)  # records in both partitions
+            sent += 4
+            end = time.monotonic() + 1
+            while time.monotonic() < end:
+                got += first.poll(1000, timeout=0.1) + second.poll(1000, timeout=0.1)
+        mine, theirs = set(first.positions()[topic]), set(second.positions()[topic])
+        assert mine and theirs, "the newcomer never got a partition"
+        assert mine.isdisjoint(theirs), f"the first member still has a position for {mine & theirs}"
+        end = time.monotonic() + 5
+        while len(got) < sent - 20 and time.monotonic() < end:
+            got += first.poll(1000, timeout=0.1) + second.poll(1000, timeout=0.1)
+        assert sorted(set(numbers(got))) == list(range(20, sent))  # nothing lost (at least once)
+    finally:
+        first.close()
+        second.close()
+
+
 class ForgetfulRange(RangePartitionAssignor):
     """The range assignor; its next assignment after ``forget = True`` is made as if the topic's
     metadata were missing. The leader's client holds the metadata all along, so kafka-python sees

@@ -376,17 +376,27 @@ class GroupSource:
         self._errors = _ErrorLog(f"group {group} on {topic}")
         self._consumer = _usable(lambda: Consumer(_consumer_config(
             bootstrap, group, options, self._errors, auto_offset_reset)))
-        self._consumer.subscribe([topic])
+        # revoked or lost partitions' positions are another's: forgotten after a poll in which
+        # librdkafka handed some over (the callback runs inside consume, on this thread; librdkafka
+        # then unassigns them itself). Until stop 28 every poll asked for the assignment: a round
+        # trip to librdkafka's thread, ~0.1 ms a poll, where rebalances are rare.
+        self._consumer.subscribe([topic], on_revoke=self._revoked, on_lost=self._revoked)
+        self._rebalanced = False
         self._next: dict[int, int] = {}
         self._backoff = Backoff(stop=self.stop)
         self._abandoned = False  # a commit given up on is still running (see close)
 
+    def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._rebalanced = True
+
     def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
         records = _poll(self._consumer, max_records, timeout, self.topic, self._next, self._errors,
                         self._backoff)
-        owned = {tp.partition for tp in self._consumer.assignment()}
-        for p in [p for p in self._next if p not in owned]:  # revoked: its position is another's
-            del self._next[p]
+        if self._rebalanced:  # after the poll: a batch can hold records fetched before the revoke
+            self._rebalanced = False
+            owned = {tp.partition for tp in self._consumer.assignment() if tp.topic == self.topic}
+            for p in [p for p in self._next if p not in owned]:
+                del self._next[p]
         return records
 
     def positions(self) -> Positions:
