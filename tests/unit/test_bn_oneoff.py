@@ -90,3 +90,20 @@ def test_bn_query_gives_the_engines_answers_and_refuses_what_it_refuses():
                 lambda: bn.query("dysp", {"either": "no", "lung": "yes"})):
         with pytest.raises(NetworkError, match="'either': 'no', 'lung': 'yes'} has probability zero"):
             ask()
+
+
+def test_a_bayes_net_pickle_holds_no_engine_and_an_older_one_is_made_again():
+    import pickle
+
+    from streambayes.models import BayesNet
+
+    bn = BayesNet.from_bif(DATA / "bif" / "asia.bif")
+    want = bn.query("lung", {"smoke": "yes"})
+    assert bn._cache is not None
+    back = pickle.loads(pickle.dumps(bn))
+    assert back._cache is None and back.query("lung", {"smoke": "yes"}) == want
+    older = BayesNet.__new__(BayesNet)
+    older.__setstate__(dict(bn.__dict__))  # a state with its engine, as pickles before stop 28
+    assert older._cache is None
+    with pytest.raises(NetworkError, match="'either': 'no', 'lung': 'yes'} has probability zero"):
+        older.query("dysp", {"either": "no", "lung": "yes"})

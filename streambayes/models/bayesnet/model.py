@@ -270,6 +270,12 @@ class BayesNet:
         """The network with the current CPTs (cached until the next update)."""
         return self._current()[0]
 
+    def __getstate__(self) -> dict:  # the current network and its engine are a cache: never pickled
+        return {**self.__dict__, "_cache": None}
+
+    def __setstate__(self, state: dict) -> None:  # (older pickles hold an older engine)
+        self.__dict__.update({**state, "_cache": None})
+
     def _current(self) -> tuple[Network, VariableElimination]:
         if self._cache is None or self._cache[0] != self._version:
             net = self._struct.structure_copy()

@@ -100,7 +100,8 @@ class OneOffQueries:
                 factor = self._leaf(i, ev) if fmask & emask else self._plain[i]
             if not factor[3] & part:
                 if not factor[4]:
-                    named = {v: self.states[v][c] for v, c in evidence.items()}
+                    states = getattr(self, "states", None)  # (older pickles: codes)
+                    named = {v: states[v][c] for v, c in evidence.items()} if states else dict(evidence)
                     raise NetworkError(f"evidence {named} has probability zero")
                 continue
             hidden = factor[3] & ~qmask

@@ -50,9 +50,9 @@ class Derived:
         self.dense = isinstance(self.t, np.ndarray)
         self.n_values = np.maximum(table.attrs.n_values(), 1).astype(np.float64)
         self.alpha, self.m = alpha, m
-        k = self.single.shape[0]
-        self.alpha_values = alpha * self.n_values  # the smoothing's denominators, per attribute
-        self.alpha_joint = alpha * k * self.n_values
+        k, a = self.single.shape[0], 0.0 if alpha is None else alpha  # (None: the m-estimate)
+        self.alpha_values = a * self.n_values  # the smoothing's denominators, per attribute
+        self.alpha_joint = a * k * self.n_values
         if self.single.shape[1] == 0:  # attributes but no coded value yet (numeric bins warming up):
             k = self.single.shape[0]  # one zero-count column: every code (all -1, missing) indexes it
             self.t, self.single = np.zeros((k, 1, 1)), np.zeros((k, 1))
@@ -153,6 +153,13 @@ class ODETable(AttributeTable):
 
     def params(self) -> dict:
         return {**super().params(), "m": self.m}
+
+    def __getstate__(self) -> dict:  # the derived estimates are a cache: never pickled
+        return {**super().__getstate__(), "_derived": None}
+
+    def __setstate__(self, state: dict) -> None:  # (older pickles hold an older Derived)
+        super().__setstate__(state)
+        self._derived = None
 
     def derived(self, scale: float) -> Derived:
         key = (self.version, scale)

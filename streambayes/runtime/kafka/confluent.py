@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -380,14 +381,18 @@ class GroupSource:
         # librdkafka handed some over (the callback runs inside consume, on this thread; librdkafka
         # then unassigns them itself). Until stop 28 every poll asked for the assignment: a round
         # trip to librdkafka's thread, ~0.1 ms a poll, where rebalances are rare.
-        self._consumer.subscribe([topic], on_revoke=self._revoked, on_lost=self._revoked)
+        me = weakref.ref(self)  # no reference cycle through the consumer's callbacks
+
+        def revoked(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            source = me()
+            if source is not None:
+                source._rebalanced = True
+
+        self._consumer.subscribe([topic], on_revoke=revoked, on_lost=revoked)
         self._rebalanced = False
         self._next: dict[int, int] = {}
         self._backoff = Backoff(stop=self.stop)
         self._abandoned = False  # a commit given up on is still running (see close)
-
-    def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._rebalanced = True
 
     def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
         records = _poll(self._consumer, max_records, timeout, self.topic, self._next, self._errors,
