@@ -25,7 +25,7 @@ LONG = {
     "test_learn_letters.py::test_kill_9_exactly_one_dead_letter_per_bad_record": 25,
     "test_crash.py::test_kill_9_mid_stream_loses_and_doubles_nothing": 27,
     "test_river_conformance.py::test_river_check_estimator_passes": 12,
-    "test_perkey_memory.py::test_many_keys_keep_the_live_learners": 28,
+    "test_perkey_memory.py::test_many_keys_keep_the_live_learners": 14,
     "test_exactly_once.py::test_kill_9_exactly_once_posteriors": 18,
     "test_group_learn.py::test_three_learners_killed_and_started_equal_one_learner": 20,
     "test_backends.py::test_a_source_waits_while_the_broker_is_down_and_reconnects": 17,

@@ -9,7 +9,7 @@ import numpy as np
 from streambayes.models.perkey import MODEL_OVERHEAD, PerKeyModel
 from streambayes.runtime.loops.spill import DiskSpillStore
 
-N_KEYS = 5_000  # distinct keys, each a new learner (bench/perkey_memory.py runs 100,000)
+N_KEYS = 2_500  # distinct keys, each a new learner, 25 times the cap (bench/perkey_memory.py runs 100,000)
 CAP = 100  # live learners
 BOOKKEEPING = 600  # bytes per key ever seen: its label count and manifest entries, key strings
 SLACK = 6 * 2**20  # one batch's events, features and the global learner
