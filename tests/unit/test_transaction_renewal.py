@@ -57,6 +57,18 @@ class _Backend:
 _Backend.broken_after_commit = False
 
 
+@pytest.fixture(autouse=True)
+def _fresh_fakes():
+    """Every test starts from fresh fakes: their state is class-wide, and a test that set it (as
+    broken_after_commit) once leaked into the next test of its worker, whatever the order."""
+    _Backend.made, _Backend.failures, _Backend.start_failures = [], [], []
+    _Backend.broken_after_commit = False
+    _ConfluentBackend.abort_failures, _ConfluentBackend.aborted = [], 0
+    yield
+    _Backend.broken_after_commit = False
+    _ConfluentBackend.abort_failures = []
+
+
 @pytest.fixture
 def sink(monkeypatch):
     monkeypatch.setitem(transactions._BACKENDS, "fake", _Backend)
