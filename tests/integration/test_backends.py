@@ -238,7 +238,8 @@ def test_group_source_reads_once_and_a_new_member_resumes_after_the_commit(backe
 def test_a_group_member_forgets_the_positions_of_partitions_taken_from_it(backend, bootstrap, new_topic):
     """A member that read both partitions hands one to a member that joins: from then on its
     positions (what it would commit) hold only what it holds, none of the newcomer's, and nothing
-    is lost (confluent forgets them in its revoke callback, kafka-python at poll)."""
+    is lost (confluent forgets them after a poll whose revoke callback fired, kafka-python at
+    every poll)."""
     topic = new_topic(2)
     group = f"g-{uuid.uuid4().hex[:8]}"
     options = GROUP_OPTIONS[backend.NAME]
