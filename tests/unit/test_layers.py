@@ -15,6 +15,7 @@ ALLOWED = {  # third-party imports each pure layer may use besides the standard 
     "evaluate": STDLIB_AND_NUMPY | {"river", "matplotlib"},
 }
 RIVER_COMPAT = PACKAGE / "models" / "river_compat.py"
+COMPILED = PACKAGE / "models" / "seminaive" / "compiled.py"  # numba (the fast extra): in memory only
 FORBIDDEN_INTERNAL = ("streambayes.runtime", "streambayes.cli", "streambayes.config", "streambayes.snapshot")
 FORBIDDEN_CALLS = {"open", "print", "input"}
 
@@ -41,13 +42,26 @@ def test_pure_layers_import_only_what_they_may(layer):
     assert modules(layer), f"no modules in {layer}"
     for path in modules(layer):
         river_face = {"river", "pandas"}  # River's frames in learn_many (River needs pandas)
-        allowed = ALLOWED[layer] | (river_face if path == RIVER_COMPAT else set())
+        allowed = ALLOWED[layer] | (river_face if path == RIVER_COMPAT else set()) \
+            | ({"numba"} if path == COMPILED else set())
         for name in imports(path):
             top = name.split(".")[0]
             if top == "streambayes":
                 assert not name.startswith(FORBIDDEN_INTERNAL), f"{path.name} imports {name}"
             else:
                 assert top in sys.stdlib_module_names or top in allowed, f"{path.name} imports {name}"
+
+
+def test_the_compiled_kernels_are_never_cached_on_disk():
+    """numba's ``cache=True`` would write the machine code beside the module: I/O in a pure
+    layer. Every jit there says ``cache=False``."""
+    tree = ast.parse(COMPILED.read_text(encoding="utf-8"))
+    jits = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("njit", "jit")]
+    assert jits
+    for call in jits:
+        cache = {k.arg: k.value for k in call.keywords}.get("cache")
+        assert isinstance(cache, ast.Constant) and cache.value is False, ast.unparse(call)
 
 
 @pytest.mark.parametrize("layer", sorted(ALLOWED))

@@ -1,5 +1,6 @@
 """The per-event path of the semi-naive learners (learn_one / predict_proba_one without the
-mini-batch machinery) gives the counts and posteriors of the mini-batch path."""
+mini-batch machinery) gives the counts and posteriors of the mini-batch path: every test runs
+twice, with AODE's compiled kernels (numba, which the test extra installs) and with numpy's."""
 
 from __future__ import annotations
 
@@ -11,8 +12,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streambayes.models import make_model
+from streambayes.models.seminaive import compiled
 
 from .test_conformance import assert_same, canonical
+
+
+@pytest.fixture(autouse=True, params=["compiled", "numpy"])
+def aode_path(request, monkeypatch):
+    """AODE's per event: its compiled kernels (never skipped: numba must be there), or numpy."""
+    if request.param == "numpy":
+        monkeypatch.setattr(compiled, "ENABLED", False)
+    else:
+        assert compiled.kernels() is not None, "numba is missing: pip install -e '.[test]'"
+    return request.param
 
 
 def _stream(n: int, seed: int) -> tuple[list[dict], list[str]]:
@@ -378,3 +390,70 @@ def test_the_m_estimate_without_alpha_works_per_event_and_in_mini_batches(name):
     many.learn_many(xs, ys)
     np.testing.assert_allclose([list(one.predict_proba_one(x).values()) for x in xs[:10]],
                                many.predict_proba_many(xs[:10]), rtol=1e-9)
+
+
+def test_the_compiled_kernels_take_the_per_event_path_and_equal_numpy(aode_path):
+    """With numba, AODE's per-event likelihood and learning run compiled (counted here), and give
+    numpy's numbers; a code past the estimates never reaches a kernel (no bounds checks there)."""
+    if aode_path == "numpy":
+        assert compiled.kernels() is None
+        return
+    calls = {"likelihood": 0, "add_event": 0}
+    real = compiled.kernels()
+
+    def counting(i, name):
+        def kernel(*args):
+            calls[name] += 1
+            return real[i](*args)
+        kernel.signatures = real[i].signatures
+        return kernel
+
+    xs, ys = _stream(300, seed=5)
+    one = make_model("aode")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(compiled, "_compiled", (counting(0, "likelihood"), counting(1, "add_event")))
+        got = []
+        for x, y in zip(xs, ys, strict=True):
+            got.append(one.predict_proba_one(x))
+            one.learn_one(x, y)
+    assert calls["likelihood"] > 250 and calls["add_event"] > 250, calls
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(compiled, "ENABLED", False)
+        ref, want = make_model("aode"), []
+        for x, y in zip(xs, ys, strict=True):
+            want.append(ref.predict_proba_one(x))
+            ref.learn_one(x, y)
+    for a, b in zip(got, want, strict=True):
+        assert list(a) == list(b)
+        np.testing.assert_allclose(list(a.values()), list(b.values()), rtol=1e-12, atol=0)
+    assert_same(canonical(one.to_state()), canonical(ref.to_state()))
+    est = one._components[0].derived(1.0)
+    before, n_codes = est.t.copy(), est.t.shape[1]
+    with pytest.raises(IndexError):  # past the estimates: numpy's IndexError, never a stray write
+        est.add_event(0, [n_codes], 1.0)
+    with pytest.raises(IndexError):
+        one._components[0].event_likelihood([0, n_codes + 5])
+    np.testing.assert_array_equal(est.t, before)
+
+
+def test_a_kernel_that_cannot_compile_warns_once_and_numpy_answers(monkeypatch):
+    """numba there but unable to compile (its first call fails): one RuntimeWarning, then numpy,
+    with numpy's numbers."""
+    def broken(*args):
+        raise TypeError("cannot type this")
+
+    broken.signatures = []
+    monkeypatch.setattr(compiled, "ENABLED", True)  # (under either run of this test)
+    monkeypatch.setattr(compiled, "_compiled", (broken, broken))
+    monkeypatch.setattr(compiled, "_missing", False)
+    xs, ys = _stream(100, seed=6)
+    one = make_model("aode")
+    with pytest.warns(RuntimeWarning, match="could not compile"):
+        for x, y in zip(xs, ys, strict=True):
+            one.predict_proba_one(x)
+            one.learn_one(x, y)
+    assert compiled.kernels() is None
+    monkeypatch.setattr(compiled, "ENABLED", False)
+    ref = make_model("aode")
+    ref.learn_many(xs, ys)
+    assert_same(canonical(one.to_state()), canonical(ref.to_state()))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from streambayes.features import Batch
+from streambayes.models.seminaive import compiled
 from streambayes.models.seminaive.information import onehot as attribute_onehot
 from streambayes.models.seminaive.table import AttributeTable
 from streambayes.stats.keyed import KeyedCounts, pack
@@ -79,9 +80,15 @@ class Derived:
         return terms, present
 
     def add_event(self, c: int, codes: list, w: float) -> None:
-        """The dense estimates after one more event (scale 1) of class ``c``, in place: class
-        ``c``'s rows as flat views, indexed by flat positions (a multi-axis fancy index costs
-        several µs a call)."""
+        """The dense estimates after one more event (scale 1) of class ``c``, in place: compiled
+        (:mod:`.compiled`), else class ``c``'s rows as flat views, indexed by flat positions (a
+        multi-axis fancy index costs several µs a call)."""
+        kernels = compiled.kernels()
+        if kernels is not None and c < self.t.shape[0] and max(codes, default=-1) < self.t.shape[1]:
+            args = (self.t, self.known_with, self.single, self.class_attr, self.attr_total,  # in bounds
+                    self.value_total, self.class_total, c, np.array(codes, np.int64), self.attr_of, w)
+            if compiled.call(kernels[1], *args) is not None:
+                return
         g = np.array([v for v in codes if v >= 0], np.int64)
         a = self.attr_of.take(g)
         k, n_codes, d = self.known_with.shape
@@ -222,6 +229,15 @@ class AODETable(ODETable):
         est = self.derived(1.0)
         if not est.dense or est.m is not None or not est.alpha > 0:
             return None
+        kernels = compiled.kernels()
+        if kernels is not None and max(codes, default=-1) < est.t.shape[1]:  # (never out of bounds)
+            out = np.empty(est.t.shape[0])
+            ok = compiled.call(kernels[0], est.t, est.known_with, est.attr_total, est.value_total,
+                               est.alpha, est.alpha_values, est.alpha_joint, np.array(codes, np.int64),
+                               est.attr_of, float(self.min_count), out)
+            if ok is not None:
+                likelihood = out.tolist()
+                return likelihood if ok and min(likelihood) > TINY else None
         g = np.array([v for v in codes if v >= 0], np.int64)
         if not len(g):
             return None

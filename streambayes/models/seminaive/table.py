@@ -82,7 +82,7 @@ class AttributeTable:
         when this table cannot (its warm-up buffers, or the bound): the caller takes ``learn``."""
         if self.buffers or not self.per_event or self._pairs.n_codes < self.attrs.n_codes:
             return False  # (codes the counts do not cover yet: learn() grows them first)
-        present = sum(g >= 0 for g in codes)
+        present = len(codes) - codes.count(-1)  # (codes are -1 or >= 0)
         new = (len(self._pending) + 1) * self._pairs.entries_per_event(present)
         if self._pairs.bytes_after(len(self.class_counts), self.attrs.n_codes, new) > self.max_bytes:
             return False
