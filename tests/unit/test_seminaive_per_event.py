@@ -341,6 +341,23 @@ def test_the_remembered_codes_are_never_pickled():
     assert_same(canonical(back.to_state()), canonical(m.to_state()))
 
 
+def test_the_remembered_codes_go_once_the_event_is_learned():
+    """River's loop predicts an event, then learns it: its codes are made once (the second call
+    finds them), and learn_one lets go of them, so a long text is not kept alive until the next
+    event."""
+    xs, ys = _stream(50, seed=4)
+    m = make_model("aode")
+    m.learn_many(xs, ys)
+    made = []
+    real = type(m)._codes_of
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(type(m), "_codes_of", lambda self, x, table: made.append(1) or real(self, x, table))
+        m.predict_proba_one(xs[2])
+        m.learn_one(xs[2], ys[2])
+    assert len(made) == 1  # made for the prediction, found by the learning
+    assert m._codes_memo is None  # and then let go, the values with them
+
+
 def test_the_remembered_codes_follow_the_model_when_it_learns_in_between():
     """An event with a category the model has not seen is predicted (the category as missing),
     the model then learns that category from other events: the same event, predicted again,
@@ -378,6 +395,28 @@ def test_the_derived_estimates_are_never_pickled_and_older_pickles_make_them_aga
     assert back._derived is None
     m._components[0] = back
     assert m.predict_proba_one(xs[0]) == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_a_kdb_that_has_predicted_pickles_and_its_copy_predicts_the_same(k):
+    """kDB k >= 2 keeps lookups of its tuple counts (closures) once it predicts: a cache, never
+    pickled (pickle refused closures: joblib.dump of a fitted kDB that had predicted failed)."""
+    import pickle
+
+    xs = [{"a": str(i % 3), "b": str(i % 2), "c": str(i % 5), "d": str(i % 7)} for i in range(50)]
+    ys = [str(i % 2) for i in range(50)]
+    m = make_model("kdb", k=k)
+    m.learn_many(xs, ys)
+    want = m.predict_proba_many(xs[:5])
+    one = m.predict_proba_one(xs[0])
+    assert bool(m._components[0]._derived3) == (k >= 2)
+    back = pickle.loads(pickle.dumps(m))
+    assert back._components[0]._derived3 == {}
+    assert back.predict_proba_one(xs[0]) == one
+    np.testing.assert_array_equal(back.predict_proba_many(xs[:5]), want)
+    back.learn_many(xs[:10], ys[:10])
+    m.learn_many(xs[:10], ys[:10])
+    np.testing.assert_array_equal(back.predict_proba_many(xs[:5]), m.predict_proba_many(xs[:5]))
 
 
 @pytest.mark.parametrize("name", ["aode", "spode", "tan", "kdb"])

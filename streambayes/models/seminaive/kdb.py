@@ -46,6 +46,13 @@ class KDBTable(DependenceTable):
             self.code_bits, self.class_bits = key_bits(self.k + 1)
         self._derived3: dict = {}
 
+    def __getstate__(self) -> dict:  # the tuple counts' lookups are a cache (closures): never pickled
+        return {**super().__getstate__(), "_derived3": {}}
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        self._derived3 = {}
+
     @property
     def per_event(self) -> bool:
         return self.k == 1  # the tuples of k >= 2 are counted in learn()

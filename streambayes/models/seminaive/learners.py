@@ -118,6 +118,7 @@ class _SemiNaive(NaiveBayesBase):
         """As ``learn_many([x], [y], [w])``; an event whose class and values are all known takes
         a per-event path (its pairs buffered until the counts are read)."""
         codes = self._event_codes(x, learn=True) if len(x) else None
+        self._codes_memo = None  # used: the event's values are not kept alive past it
         c = self._classes.get(y) if codes is not None else -1
         if (c < 0 or type(w) not in (int, float) or not 0 < w < math.inf
                 or not self._components[0].learn_event(c, codes, float(w))):
