@@ -117,11 +117,14 @@ def learn_command(source: str, snapshots: Path, options: Sequence[str]) -> list[
 
 
 def events_in(snapshots: Path) -> int:
-    """Events in the newest snapshot (0 when there is none yet)."""
-    from streambayes.runtime.loops.shards import newest_summary
+    """Events in the newest snapshot, or a group's shards' newest ones summed (0: none yet). A
+    shard with no snapshot yet counts 0, not the whole group: after partitions are added, a new
+    shard's store can be there before its first snapshot (a kill seen then counted 0 events)."""
+    from streambayes.runtime.loops.shards import expand_shards
+    from streambayes.snapshot import SnapshotStore
 
-    summary = newest_summary(snapshots)  # one learner's snapshot, or a group's shards summed
-    return 0 if summary is None else int(summary["events"])
+    headers = [s.latest_header() for s in expand_shards([SnapshotStore(snapshots)])]
+    return sum(int(h["events"]) for h in headers if h is not None)
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, what: str, step: float = 0.05) -> None:

@@ -1,6 +1,6 @@
 """The per-event path of the semi-naive learners (learn_one / predict_proba_one without the
-mini-batch machinery) gives the counts and posteriors of the mini-batch path: every test runs
-twice, with AODE's compiled kernels (numba, which the test extra installs) and with numpy's."""
+mini-batch machinery) gives the counts and posteriors of the mini-batch path: with AODE's compiled
+kernels (numba, which the test extra installs), and the tests of AODE's path once more with numpy's."""
 
 from __future__ import annotations
 
@@ -16,15 +16,32 @@ from streambayes.models.seminaive import compiled
 
 from .test_conformance import assert_same, canonical
 
+BOTH_PATHS = {  # the tests that run AODE's per-event path twice: compiled, then numpy
+    "test_per_event_equals_mini_batches",
+    "test_numbers_take_the_per_event_path_once_binned_and_equal_mini_batches",
+    "test_aode_products_equal_the_logs_with_parents_left_out_and_underflow",
+    "test_an_event_changed_between_its_prediction_and_its_learning_is_learned_as_it_is_then",
+    "test_the_remembered_codes_follow_the_model_when_it_learns_in_between",
+    "test_the_derived_estimates_are_never_pickled_and_older_pickles_make_them_again",
+    "test_the_compiled_kernels_take_the_per_event_path_and_equal_numpy",
+}
 
-@pytest.fixture(autouse=True, params=["compiled", "numpy"])
+
+def pytest_generate_tests(metafunc):
+    if metafunc.function.__name__ in BOTH_PATHS:
+        metafunc.parametrize("aode_path", ["compiled", "numpy"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
 def aode_path(request, monkeypatch):
-    """AODE's per event: its compiled kernels (never skipped: numba must be there), or numpy."""
-    if request.param == "numpy":
+    """AODE's per event: its compiled kernels (never skipped: numba must be there), or numpy
+    (the tests of :data:`BOTH_PATHS` run both)."""
+    path = getattr(request, "param", "compiled")
+    if path == "numpy":
         monkeypatch.setattr(compiled, "ENABLED", False)
     else:
         assert compiled.kernels() is not None, "numba is missing: pip install -e '.[test]'"
-    return request.param
+    return path
 
 
 def _stream(n: int, seed: int) -> tuple[list[dict], list[str]]:

@@ -99,7 +99,8 @@ def kernels() -> tuple | None:
         except ImportError:
             _missing = True
             return None
-        jit = numba.njit(cache=False, nogil=True)
+        jit = numba.njit(cache=False, nogil=False)  # the GIL held: no other thread runs while a
+        # kernel reads or changes the estimates
         _compiled = (jit(likelihood), jit(add_event))
     return _compiled
 
