@@ -79,7 +79,7 @@ class FakeProducer:
         self.buffer.append((topic, key, data))
         self.broker.events.append(("send", topic, key.decode() if key else None))
 
-    def offsets(self, consumer, topic, offsets) -> None:
+    def offsets(self, consumer, topic, offsets, patience=None) -> None:
         raise AssertionError("a learner sends no consumer offsets to its transactions")
 
     def commit(self) -> None:

@@ -4,6 +4,8 @@ process with the same transactional id would fence it again and again: then it g
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from kafka.errors import ProducerFencedError, TransactionalIdAuthorizationFailedError
 
@@ -36,7 +38,7 @@ class _Backend:
     def send(self, topic, key, data, partition=None) -> None:
         self.sent.append(data)
 
-    def offsets(self, consumer, topic, offsets) -> None:
+    def offsets(self, consumer, topic, offsets, patience=None) -> None:
         pass
 
     def commit(self) -> None:
@@ -469,6 +471,53 @@ def test_a_commit_that_keeps_timing_out_is_not_served_again(monkeypatch):
     with pytest.raises(transactions.Unsettled, match="did not finish"):
         sink.exactly_once(_publish(sink), _Consumer(), "in", {0: 1})
     assert len(made) == 2 and sink.transactions == 0  # settled by a new producer, never aborted
+
+
+class _OffsetsTimingOutProducer(_HangingProducer):
+    """send_offsets_to_transaction that times out every time (retriable, resumable), while the
+    first producer lives: seen in CI after a broker stall, every 10 s for four minutes."""
+
+    calls = 0
+
+    def send_offsets_to_transaction(self, offsets, group, timeout) -> None:
+        from confluent_kafka import KafkaError
+
+        _OffsetsTimingOutProducer.calls += 1
+        raise _kafka_exception(KafkaError._TIMED_OUT, retriable=True)
+
+
+@pytest.mark.parametrize("renew", [True, False])
+def test_an_offsets_call_that_keeps_timing_out_replaces_a_predictors_producer(monkeypatch, renew):
+    """A predictor's offsets call given up after OFFSETS_PATIENCE is Stuck: its producer is
+    replaced (the new one's init_transactions settles the open transaction on the broker), never
+    aborted, and the batch is served again by the new one. A learner's shard keeps calling it
+    for ABORT_PATIENCE, as before."""
+    made: list = []
+
+    def make(*args):
+        impl = _confluent_made(made)(*args)
+        if not made[:-1]:  # the first producer only
+            impl.producer = _OffsetsTimingOutProducer()
+        return impl
+
+    monkeypatch.setitem(transactions._BACKENDS, "confluent", make)
+    monkeypatch.setattr(txn_producers, "ABORT_PATIENCE", 0.3)
+    monkeypatch.setattr(transactions, "OFFSETS_PATIENCE", 0.05)
+    _OffsetsTimingOutProducer.calls = 0
+    sink = TransactionalSink("confluent", "127.0.0.1:9", "tid", renew=renew)
+    if renew:
+        with pytest.raises(Aborted, match="Stuck.*did not finish in 0.05 s"):
+            sink.exactly_once(_publish(sink), _Consumer(), "in", {0: 1})
+        assert len(made) == 2 and made[0].producer.closed  # replaced, closed, never aborted
+        sink.exactly_once(_publish(sink), _Consumer(), "in", {0: 1})  # served again, new producer
+        assert made[1].producer.committed == 1 and sink.transactions == 1
+    else:  # called again for ABORT_PATIENCE, then aborted (this fake's abort refuses: fatal)
+        start = time.monotonic()
+        with pytest.raises(BrokerError, match="cannot abort"):
+            sink.exactly_once(_publish(sink), _Consumer(), "in", {0: 1})
+        assert len(made) == 1 and time.monotonic() - start >= 0.3
+    assert _OffsetsTimingOutProducer.calls >= 2  # called again first
+    sink.close()
 
 
 def test_an_abort_that_conflicts_with_a_call_under_way_is_not_renewed(monkeypatch):

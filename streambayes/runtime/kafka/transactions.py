@@ -30,8 +30,10 @@ kept timing out for :data:`COMMIT_PATIENCE`) may still commit: it is never abort
 (its loop reads the committed offsets); a learner's shard exits 1 (the restart settles it).
 A predictor's abort that times out (the broker is away, or librdkafka lost its way after a stall)
 also renews the producer: the new one's ``init_transactions`` aborts the open transaction on the
-broker. A new producer is started again with backoff while its ``init_transactions`` times out,
-for up to :data:`ABORT_PATIENCE` seconds.
+broker; so does a predictor's offsets call that went on timing out for :data:`OFFSETS_PATIENCE`
+(seen in CI after a broker stall: every call timed out for minutes, the predictor idle). A new
+producer is started again with backoff while its ``init_transactions`` times out, for up to
+:data:`ABORT_PATIENCE` seconds.
 
 **Transactional id.** One per predictor instance, stable across its restarts: the broker then
 fences the instance that was killed (its producer epoch is bumped, its open transaction aborted) as
@@ -53,11 +55,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from streambayes.errors import BrokerError, NetworkUnavailable
+from streambayes.runtime.kafka.bounded import Stuck
 from streambayes.runtime.kafka.txn_producers import (  # noqa: F401 (re-exported: the module's names)
     _BACKENDS,
     _TIMEOUT,
     ABORT_PATIENCE,
     COMMIT_PATIENCE,
+    OFFSETS_PATIENCE,
     STUCK_MARGIN,
     TRANSACTION_TIMEOUT_MS,
     StuckCommit,
@@ -182,7 +186,7 @@ class TransactionalSink:
             self._open = True
             publish()
             if consumer is not None:
-                self._impl.offsets(consumer, topic, offsets)
+                self._impl.offsets(consumer, topic, offsets, OFFSETS_PATIENCE if self.renew else None)
             self._impl.commit()
             self._open = False
             self.transactions += 1
@@ -202,8 +206,8 @@ class TransactionalSink:
                 raise Unsettled(f"{type(cause).__name__}: {cause}") from cause
             self._cannot_go_on(cause)
             return
-        if self._impl.fatal(cause) or self._impl.broken():
-            self._cannot_go_on(cause)
+        if self._impl.fatal(cause) or self._impl.broken() or isinstance(cause, Stuck):
+            self._cannot_go_on(cause)  # (Stuck: also an offsets call that timed out for too long)
             return
         logger.warning("aborting the transaction (%s: %s); the batch is served again",
                        type(cause).__name__, cause)

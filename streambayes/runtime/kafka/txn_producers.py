@@ -26,6 +26,7 @@ STUCK_MARGIN = 10.0  # past _TIMEOUT and this, a confluent transaction call is s
 _RECORD_OVERHEAD = 512
 ABORT_PATIENCE = 300.0  # seconds an abort is tried again while the broker is away (then exit 1)
 COMMIT_PATIENCE = 60.0  # seconds a commit is called again (then settled by a new producer)
+OFFSETS_PATIENCE = 60.0  # seconds a predictor's offsets call is called again (then a new producer)
 
 
 class StuckCommit(Stuck):
@@ -94,14 +95,26 @@ class _Confluent:
             except BufferError:  # the local queue is full: let deliveries make room
                 self.producer.poll(0.1)
 
-    def offsets(self, consumer: Any, topic: str, offsets: Mapping[int, int]) -> None:
-        from confluent_kafka import TopicPartition
+    def offsets(self, consumer: Any, topic: str, offsets: Mapping[int, int],
+                patience: float | None = None) -> None:
+        """Send the offsets, called again while it times out for up to ``patience`` s (default
+        :data:`ABORT_PATIENCE`); past it, :class:`Stuck`: librdkafka went on timing out every
+        call for minutes after a broker stall (CI), where a new producer's ``init_transactions``
+        settles the open transaction on the broker (a predictor's sink renews it)."""
+        from confluent_kafka import KafkaException, TopicPartition
 
         group = consumer.consumer_group_metadata()
         what = "sending the offsets to the transaction"
-        _resumed(lambda: self._limited(lambda: self.producer.send_offsets_to_transaction(
-            [TopicPartition(topic, p, off) for p, off in offsets.items()], group, _TIMEOUT), what),
-            what)
+        try:
+            _resumed(lambda: self._limited(lambda: self.producer.send_offsets_to_transaction(
+                [TopicPartition(topic, p, off) for p, off in offsets.items()], group, _TIMEOUT), what),
+                what, patience)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if patience is not None and error is not None and self.resumable(exc) \
+                    and not error.txn_requires_abort():
+                raise Stuck(f"{what} did not finish in {patience:g} s ({error.str()})") from None
+            raise
 
     def commit(self) -> None:
         from confluent_kafka import KafkaException
@@ -229,7 +242,8 @@ class _KafkaPython:
              partition: int | None = None) -> None:
         self.futures.append(self.producer.send(topic, key=key, value=data, partition=partition))
 
-    def offsets(self, consumer: Any, topic: str, offsets: Mapping[int, int]) -> None:
+    def offsets(self, consumer: Any, topic: str, offsets: Mapping[int, int],
+                patience: float | None = None) -> None:
         from kafka import TopicPartition
         from kafka.structs import OffsetAndMetadata
 
