@@ -90,8 +90,8 @@ def scale(info, topic: str, n: int, members: int, client: str, work: Path,
     log = work / f"scale-{members}{'-static' if extra else ''}.log"
     procs = learners(info.bootstrap, topic, snaps, members, env, log, extra)
     try:
-        wait_until(lambda: events_in(snaps) > 0, 120, "a first checkpoint", step=0.02)
-        t0, e0 = time.monotonic(), events_in(snaps)
+        wait_until(lambda: events_in(snaps, whole=True) > 0, 120, "a first checkpoint", step=0.02)
+        t0, e0 = time.monotonic(), events_in(snaps, whole=True)
         # with no initial rebalance delay (the test broker's setting; Kafka's default is 3 s) the
         # first member to join may take every partition and hand half over a few seconds later:
         # the group's own rate is read once every member holds partitions

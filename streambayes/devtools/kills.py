@@ -116,14 +116,17 @@ def learn_command(source: str, snapshots: Path, options: Sequence[str]) -> list[
             "--snapshots", str(snapshots), *options]
 
 
-def events_in(snapshots: Path) -> int:
+def events_in(snapshots: Path, whole: bool = False) -> int:
     """Events in the newest snapshot, or a group's shards' newest ones summed (0: none yet). A
     shard with no snapshot yet counts 0, not the whole group: after partitions are added, a new
-    shard's store can be there before its first snapshot (a kill seen then counted 0 events)."""
+    shard's store can be there before its first snapshot (a kill seen then counted 0 events).
+    ``whole``: 0 until every shard has one (a rate measured from the group's first checkpoint)."""
     from streambayes.runtime.loops.shards import expand_shards
     from streambayes.snapshot import SnapshotStore
 
     headers = [s.latest_header() for s in expand_shards([SnapshotStore(snapshots)])]
+    if whole and any(h is None for h in headers):
+        return 0
     return sum(int(h["events"]) for h in headers if h is not None)
 
 

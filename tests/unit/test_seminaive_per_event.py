@@ -23,7 +23,6 @@ BOTH_PATHS = {  # the tests that run AODE's per-event path twice: compiled, then
     "test_an_event_changed_between_its_prediction_and_its_learning_is_learned_as_it_is_then",
     "test_the_remembered_codes_follow_the_model_when_it_learns_in_between",
     "test_the_derived_estimates_are_never_pickled_and_older_pickles_make_them_again",
-    "test_the_compiled_kernels_take_the_per_event_path_and_equal_numpy",
 }
 
 
@@ -448,12 +447,10 @@ def test_the_m_estimate_without_alpha_works_per_event_and_in_mini_batches(name):
                                many.predict_proba_many(xs[:10]), rtol=1e-9)
 
 
-def test_the_compiled_kernels_take_the_per_event_path_and_equal_numpy(aode_path):
+def test_the_compiled_kernels_take_the_per_event_path_and_equal_numpy():
     """With numba, AODE's per-event likelihood and learning run compiled (counted here), and give
-    numpy's numbers; a code past the estimates never reaches a kernel (no bounds checks there)."""
-    if aode_path == "numpy":
-        assert compiled.kernels() is None
-        return
+    numpy's numbers (to rounding: the parents' sum is added in another order); a code past the
+    estimates never reaches a kernel (no bounds checks there)."""
     calls = {"likelihood": 0, "add_event": 0}
     real = compiled.kernels()
 
@@ -498,18 +495,51 @@ def test_a_kernel_that_cannot_compile_warns_once_and_numpy_answers(monkeypatch):
     def broken(*args):
         raise TypeError("cannot type this")
 
+    import warnings
+
     broken.signatures = []
-    monkeypatch.setattr(compiled, "ENABLED", True)  # (under either run of this test)
     monkeypatch.setattr(compiled, "_compiled", (broken, broken))
     monkeypatch.setattr(compiled, "_missing", False)
     xs, ys = _stream(100, seed=6)
-    one = make_model("aode")
-    with pytest.warns(RuntimeWarning, match="could not compile"):
+    one, got = make_model("aode"), []
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
         for x, y in zip(xs, ys, strict=True):
-            one.predict_proba_one(x)
+            got.append(one.predict_proba_one(x))
             one.learn_one(x, y)
+    assert [str(w.message) for w in seen if "could not compile" in str(w.message)] == \
+        ["numba could not compile the AODE kernels (cannot type this); using numpy"]
     assert compiled.kernels() is None
     monkeypatch.setattr(compiled, "ENABLED", False)
-    ref = make_model("aode")
-    ref.learn_many(xs, ys)
+    ref, want = make_model("aode"), []
+    for x, y in zip(xs, ys, strict=True):
+        want.append(ref.predict_proba_one(x))
+        ref.learn_one(x, y)
+    assert got == want  # numpy answered: the very same numbers
     assert_same(canonical(one.to_state()), canonical(ref.to_state()))
+
+
+@pytest.mark.parametrize("numba_module", [None, "broken"])
+def test_a_numba_missing_or_broken_leaves_numpy_to_answer(monkeypatch, numba_module):
+    """numba not installed: numpy's path, silently (the fast extra is optional). numba there but
+    broken (its import or its jit fails): numpy's path too, with one RuntimeWarning saying why."""
+    import sys
+    import types
+    import warnings
+
+    monkeypatch.setitem(sys.modules, "numba", None if numba_module is None else types.ModuleType("numba"))
+    monkeypatch.setattr(compiled, "_compiled", None)
+    monkeypatch.setattr(compiled, "_missing", False)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert compiled.kernels() is None
+        assert compiled.kernels() is None  # once
+        m = make_model("aode")
+        xs, ys = _stream(50, seed=8)
+        for x, y in zip(xs, ys, strict=True):
+            m.predict_proba_one(x)
+            m.learn_one(x, y)
+    said = [str(w.message) for w in seen if "numba" in str(w.message)]
+    assert said == ([] if numba_module is None else
+                    ["numba cannot be used (AttributeError: module 'numba' has no attribute 'njit'); "
+                     "AODE per event takes numpy's path"])

@@ -96,25 +96,38 @@ def kernels() -> tuple | None:
     if _compiled is None:
         try:
             import numba
-        except ImportError:
+
+            jit = numba.njit(cache=False, nogil=False)  # the GIL held: no other thread runs while
+            # a kernel reads or changes the estimates
+            _compiled = (jit(likelihood), jit(add_event))
+        except Exception as exc:  # noqa: BLE001 (a numba that is there but broken: numpy's path)
             _missing = True
+            if not (isinstance(exc, ModuleNotFoundError) and exc.name in ("numba", "llvmlite")):
+                warnings.warn(f"numba cannot be used ({type(exc).__name__}: {exc}); AODE per event "
+                              "takes numpy's path", RuntimeWarning, stacklevel=3)
             return None
-        jit = numba.njit(cache=False, nogil=False)  # the GIL held: no other thread runs while a
-        # kernel reads or changes the estimates
-        _compiled = (jit(likelihood), jit(add_event))
     return _compiled
 
 
 def call(kernel, *args):
-    """``kernel(*args)``; None where its first compilation fails (then warned once, and the
-    numpy path from now on). An error of a kernel already compiled is raised."""
+    """``kernel(*args)``; None where it cannot compile (numba's errors come before the kernel
+    runs, so nothing is half done; then warned once, and the numpy path from now on). Any other
+    error of a kernel already compiled is raised."""
     global _missing
     try:
         return kernel(*args)
     except Exception as exc:
-        if kernel.signatures:
+        if kernel.signatures and not _numba_error(exc):
             raise
         _missing = True
         warnings.warn(f"numba could not compile the AODE kernels ({exc}); using numpy",
                       RuntimeWarning, stacklevel=3)
         return None
+
+
+def _numba_error(exc: Exception) -> bool:
+    try:
+        from numba.core.errors import NumbaError
+    except Exception:  # noqa: BLE001
+        return False
+    return isinstance(exc, NumbaError)

@@ -58,6 +58,8 @@ class Derived:
             k = self.single.shape[0]  # one zero-count column: every code (all -1, missing) indexes it
             self.t, self.single = np.zeros((k, 1, 1)), np.zeros((k, 1))
             self.known_with, self.value_total = np.zeros((k, 1, d)), np.zeros(1)
+        # codes below this index every estimate (the compiled kernels check no bounds)
+        self.codes_bound = min(self.t.shape[1], len(attr_of)) if self.dense else 0
 
     def smoothed(self, counts: np.ndarray, totals, n_values) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -84,7 +86,7 @@ class Derived:
         (:mod:`.compiled`), else class ``c``'s rows as flat views, indexed by flat positions (a
         multi-axis fancy index costs several µs a call)."""
         kernels = compiled.kernels()
-        if kernels is not None and c < self.t.shape[0] and max(codes, default=-1) < self.t.shape[1]:
+        if kernels is not None and c < self.t.shape[0] and max(codes, default=-1) < self.codes_bound:
             args = (self.t, self.known_with, self.single, self.class_attr, self.attr_total,  # in bounds
                     self.value_total, self.class_total, c, np.array(codes, np.int64), self.attr_of, w)
             if compiled.call(kernels[1], *args) is not None:
@@ -230,7 +232,7 @@ class AODETable(ODETable):
         if not est.dense or est.m is not None or not est.alpha > 0:
             return None
         kernels = compiled.kernels()
-        if kernels is not None and max(codes, default=-1) < est.t.shape[1]:  # (never out of bounds)
+        if kernels is not None and max(codes, default=-1) < est.codes_bound:  # (never out of bounds)
             out = np.empty(est.t.shape[0])
             ok = compiled.call(kernels[0], est.t, est.known_with, est.attr_total, est.value_total,
                                est.alpha, est.alpha_values, est.alpha_joint, np.array(codes, np.int64),

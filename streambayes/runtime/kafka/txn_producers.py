@@ -98,9 +98,11 @@ class _Confluent:
     def offsets(self, consumer: Any, topic: str, offsets: Mapping[int, int],
                 patience: float | None = None) -> None:
         """Send the offsets, called again while it times out for up to ``patience`` s (default
-        :data:`ABORT_PATIENCE`); past it, :class:`Stuck`: librdkafka went on timing out every
-        call for minutes after a broker stall (CI), where a new producer's ``init_transactions``
-        settles the open transaction on the broker (a predictor's sink renews it)."""
+        :data:`ABORT_PATIENCE`; checked between calls, so up to ``_TIMEOUT`` more); past it,
+        :class:`Stuck`: librdkafka went on timing out every call for minutes after a broker stall
+        (CI), where a new producer's ``init_transactions`` settles the open transaction on the
+        broker (a predictor's sink renews it). (kafka-python's producer has no such loop: its
+        ``offsets`` takes ``patience`` and ignores it.)"""
         from confluent_kafka import KafkaException, TopicPartition
 
         group = consumer.consumer_group_metadata()
