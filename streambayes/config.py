@@ -31,6 +31,12 @@
 - ``STREAMBAYES_KAFKA_DELIVERY_DEADLINE``: seconds a sink keeps re-sending after a retriable
   failure before it gives up with an error (default 120); errors that cannot succeed (a message
   too large, an authorization failure...) are not retried.
+- ``STREAMBAYES_KAFKA_STALL_SECONDS`` (default 60; 0: off): a group-managed learner that has
+  read no record for this long asks the broker, with a new short-lived client, for the end
+  offsets of its partitions. If the broker has records past both its positions and what its
+  consumer last fetched, or it holds no partition and is not in the group while the broker
+  answers (a wedged consumer, seen after a broker stall), and still so 5 s later, it checkpoints
+  its shards and joins the group again with a new consumer (:mod:`streambayes.runtime.loops.group`).
 - ``STREAMBAYES_KAFKA_FETCH_AHEAD`` (default 4; kafka-python only): ``learn --partitions`` and
   ``replay`` of a Kafka topic fetch in a helper process, which reads at most this many batches
   of 2,000 records ahead of the learner and then waits for it; ``0`` fetches in the learner's
@@ -113,6 +119,7 @@ class Settings(BaseSettings):
     kafka_max_poll_interval_ms: int = Field(default=300_000, ge=1000)
     kafka_delivery_deadline: float = Field(default=120.0, gt=0)
     kafka_connect_deadline: float = Field(default=30.0, gt=0)  # every command, both clients
+    kafka_stall_seconds: float = Field(default=60.0, ge=0)  # group learners' stall guard; 0: off
     kafka_fetch_ahead: int = Field(default=4, ge=0)  # STREAMBAYES_KAFKA_FETCH_AHEAD (kafka-python)
     sink_max_line_bytes: int = Field(default=1_048_576, ge=1024)
     snapshot_key: SecretStr | None = None  # STREAMBAYES_SNAPSHOT_KEY: HMAC-sign and check snapshots

@@ -334,3 +334,137 @@ def test_snapshot_ls_and_show_of_a_group_directory_list_its_shards(tmp_path, cap
     shown = json.loads(capsys.readouterr().out)
     assert {k: v["events"] for k, v in shown.items()} == {shard_name(TOPIC, 0): 19,
                                                          shard_name(TOPIC, 1): 29}
+
+
+class Stalling(FakeMember):
+    """A member whose consumer can stop fetching (``stuck``: polls return nothing and its fetched
+    ends stand still) while the broker's ends (``fresh_ends``) keep what the partitions hold; the
+    clock moves one second a poll, ``script`` maps a poll number to an action, and the run stops
+    at poll ``last``."""
+
+    def __init__(self, group, clock, stop, script, last=300):
+        super().__init__(group, "a")
+        self.clock, self.stop, self.script, self.last = clock, stop, script, last
+        self.polls, self.stuck, self.answer, self.member = 0, False, True, True
+        self.fetched: dict[int, int] = {}
+        self.looks: list[float] = []
+        self.renewed: list[float] = []
+
+    def poll(self, max_records=500, timeout=0.0):
+        self.polls += 1
+        self.clock[0] += 1.0
+        self.script.get(self.polls, lambda m: None)(self)
+        if self.polls >= self.last:
+            self.stop.set()
+        if self.stuck:
+            return []
+        out = super().poll(max_records, timeout)
+        self.fetched = {p: len(self.group.partitions[p]) for p in self.next}
+        return out
+
+    def known_ends(self):
+        return dict(self.fetched)
+
+    def fresh_ends(self, partitions):
+        assert sorted(partitions) == sorted(self.next)  # the learner's shards are the held ones
+        self.looks.append(self.clock[0])
+        if not self.answer:
+            return None
+        return {p: len(self.group.partitions[p]) for p in partitions}
+
+    def joined(self):
+        return self.member
+
+    def renew(self):
+        self.renewed.append(self.clock[0])
+        self.stuck, self.fetched, self.member = False, {}, True
+        self.pending.append(("assigned", sorted(self.group.partitions)))
+        self.next = {}
+
+
+def grow(m, n=30):
+    for p in m.group.partitions:
+        m.group.partitions[p] += [event(p, i) for i in range(len(m.group.partitions[p]),
+                                                             len(m.group.partitions[p]) + n)]
+
+
+def stalled_run(script, last=300, stall=10.0):
+    group, store, stop, clock = FakeGroup({0: 40, 1: 25}), MemorySnapshotStore(), threading.Event(), [0.0]
+    member = Stalling(group, clock, stop, script, last)
+    gl = learner(member, store, stop=stop, clock=lambda: clock[0], stall_seconds=stall)
+    member.pending.append(("assigned", [0, 1]))
+    gl.run()
+    return gl, member, group, store
+
+
+def test_a_consumer_that_stops_fetching_is_renewed_and_the_shards_stay_exact(caplog):
+    def stall(m):
+        grow(m)
+        m.stuck = True
+
+    gl, member, group, store = stalled_run({20: stall, 150: grow})
+    # every record is read by poll 6: looks at 16 (caught up) and 26 (behind since poll 20), the
+    # second look 5 s later renews
+    assert member.looks[:3] == [16.0, 26.0, 31.0] and member.renewed == [31.0]
+    assert gl.renewals == 1
+    assert "the consumer is not fetching" in caplog.text
+    assert "[0] next 40, last fetched end 40, end now 70" in caplog.text
+    state, events = reference_state(group)
+    assert merged(store).events == events
+    assert state_difference(merged(store).model.to_state(), state)[0] is None
+
+
+def test_an_idle_topic_or_a_broker_that_does_not_answer_renews_nothing():
+    gl, member, _, _ = stalled_run({})
+    assert gl.renewals == 0 and member.renewed == []
+    assert len(member.looks) >= 20  # it looked every 10 s: caught up, nothing to renew
+
+    def away(m):
+        grow(m)
+        m.stuck, m.answer = True, False
+
+    gl, member, _, _ = stalled_run({20: away})
+    assert gl.renewals == 0 and member.renewed == [] and len(member.looks) >= 20
+
+
+def test_records_between_the_two_looks_call_the_stall_off():
+    def stall(m):
+        grow(m)
+        m.stuck = True
+
+    def unstick(m):
+        m.stuck = False
+
+    gl, member, _, _ = stalled_run({20: stall, 28: unstick})
+    assert member.looks[:3] == [16.0, 26.0, 40.0]  # behind at 26; records at 28-30 re-arm it
+    assert gl.renewals == 0 and member.renewed == []
+
+
+def test_a_member_that_lost_its_partitions_and_cannot_rejoin_is_renewed(caplog):
+    def evicted(m):  # the session timed out during a stall; the client never joins again
+        m.pending.append(("lost", [0, 1]))
+        m.member = False
+
+    gl, member, group, store = stalled_run({20: evicted, 150: grow})
+    assert member.renewed == [31.0] and gl.renewals == 1  # looks at 16 (fine), 26, 31
+    assert "no partition held and not in the group" in caplog.text
+    state, events = reference_state(group)  # every record learned: the last ones after renewal
+    assert merged(store).events == events
+    assert state_difference(merged(store).model.to_state(), state)[0] is None
+
+
+def test_an_idle_member_of_the_group_is_left_alone():
+    def idle(m):  # more members than partitions: this one is given none, and stays a member
+        m.pending.append(("revoked", [0, 1]))
+
+    gl, member, _, _ = stalled_run({20: idle})
+    assert gl.renewals == 0 and member.renewed == [] and len(member.looks) >= 20
+
+
+def test_the_stall_guard_is_off_at_zero():
+    def stall(m):
+        grow(m)
+        m.stuck = True
+
+    gl, member, _, _ = stalled_run({20: stall}, stall=0.0)
+    assert member.looks == [] and gl.renewals == 0

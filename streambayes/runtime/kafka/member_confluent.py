@@ -22,6 +22,7 @@ from streambayes.runtime.records.sources import Record
 from streambayes.runtime.retry import Backoff
 
 logger = logging.getLogger(__name__)
+FRESH_SECONDS = 5.0  # for the end offsets of the stall guard
 
 
 class MemberSource:
@@ -37,12 +38,17 @@ class MemberSource:
         self._errors = _ErrorLog(f"group {group} on {topic}")
         ours = {"partition.assignment.strategy": "cooperative-sticky",
                 "topic.metadata.refresh.interval.ms": int(refresh_seconds * 1000)}
-        self._consumer = _usable(lambda: Consumer(_consumer_config(
-            bootstrap, group, {**ours, **dict(options or {})}, self._errors, "earliest")))
-        self._consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                 on_lost=self._on_lost)
+        self._config = _consumer_config(bootstrap, group, {**ours, **dict(options or {})},
+                                        self._errors, "earliest")
+        self._consumer = self._subscribed()
         self._next: dict[int, int] = {}
         self._backoff = Backoff(stop=self.stop)
+
+    def _subscribed(self) -> Consumer:
+        consumer = _usable(lambda: Consumer(self._config))
+        consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                           on_lost=self._on_lost)
+        return consumer
 
     def _mine(self, partitions: list[TopicPartition]) -> list[int]:
         return [tp.partition for tp in partitions if tp.topic == self.topic]
@@ -100,6 +106,40 @@ class MemberSource:
         held = [tp for tp in self._consumer.assignment() if tp.topic == self.topic]
         ends = {tp.partition: self._consumer.get_watermark_offsets(tp, cached=True)[1] for tp in held}
         return {p: end for p, end in ends.items() if end is not None and end >= 0}
+
+    def fresh_ends(self, partitions: list[int], timeout: float = FRESH_SECONDS
+                   ) -> dict[int, int] | None:
+        """End offsets of ``partitions`` as a new, short-lived client gets them from the broker
+        now ({} for none: the broker answered), or None when it does not answer in ``timeout``
+        s. Not this member's consumer: the stall guard asks because that one may be wedged."""
+        probe = _usable(lambda: Consumer({**self._config, "group.id": f"{self.group}.stall-guard"}))
+        try:
+            probe.list_topics(self.topic, timeout=timeout)
+            return {p: probe.get_watermark_offsets(TopicPartition(self.topic, p), timeout=timeout)[1]
+                    for p in partitions}
+        except KafkaException as exc:
+            logger.info("the broker did not give the end offsets of %s: %s", self.topic,
+                        exc.args[0].str())
+            return None
+        finally:
+            bounded(probe.close, CLOSE_SECONDS, "closing the stall guard's client")
+
+    def joined(self) -> bool:
+        """Whether the consumer is a member of the group now (it has a member id)."""
+        try:
+            return bool(self._consumer.memberid())
+        except (KafkaException, RuntimeError):
+            return False
+
+    def renew(self) -> None:
+        """Leave the group and join it again with a new consumer (the group learner's stall guard:
+        it checkpointed and dropped every shard first; the new consumer's assignment restores
+        them). The old consumer is closed as :meth:`close` does."""
+        listener = self.listener
+        self.close()
+        self._next.clear()
+        self._consumer = self._subscribed()
+        self.listener = listener
 
     def close(self) -> None:
         """Leave the group, for up to ``CLOSE_SECONDS`` (best effort: every shard was

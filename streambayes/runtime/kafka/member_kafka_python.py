@@ -31,6 +31,7 @@ from streambayes.runtime.records.sources import Record
 from streambayes.runtime.retry import Backoff, retrying
 
 logger = logging.getLogger(__name__)
+FRESH_SECONDS = 5.0  # for the end offsets of the stall guard
 
 
 class _Listener(ConsumerRebalanceListener):
@@ -63,14 +64,20 @@ class MemberSource:
                       partition_assignment_strategy=(CooperativeStickyAssignor,),
                       metadata_max_age_ms=int(refresh_seconds * 1000), **dict(options or {}))
         kwargs.setdefault("bootstrap_timeout_ms", _BOOTSTRAP_MS)
-        self._consumer = retrying(lambda: new_consumer(**kwargs), f"connect to {bootstrap}",
-                                  _CONNECT_ERRORS, self.stop)
-        self._consumer.subscribe([topic], listener=_Listener(self))
+        self._kwargs = kwargs
+        self._consumer = self._subscribed()
         self._next: dict[int, int] = {}
         self._owned: set[int] = set()  # the partitions the listener was given and holds
         self._in_callback = False
         self._failure: BaseException | None = None  # a listener's error, raised by the next poll
         self._backoff = Backoff(stop=self.stop)
+
+    def _subscribed(self) -> Any:
+        consumer = retrying(lambda: new_consumer(**self._kwargs),
+                            f"connect to {self._kwargs['bootstrap_servers']}", _CONNECT_ERRORS,
+                            self.stop)
+        consumer.subscribe([self.topic], listener=_Listener(self))
+        return consumer
 
     def _call(self, what: str, partitions: list[int]) -> Any:
         if self.listener is None or not partitions:
@@ -167,6 +174,46 @@ class MemberSource:
         held = [tp for tp in self._consumer.assignment() if tp.topic == self.topic]
         ends = {tp.partition: self._consumer.highwater(tp) for tp in held}
         return {p: end for p, end in ends.items() if end is not None}
+
+    def fresh_ends(self, partitions: list[int], timeout: float = FRESH_SECONDS
+                   ) -> dict[int, int] | None:
+        """End offsets of ``partitions`` as a new, short-lived client gets them from the broker
+        now ({} for none: the broker answered), or None when it does not answer in ``timeout``
+        s. Not this member's consumer: the stall guard asks because that one may be wedged."""
+        options = {k: v for k, v in self._kwargs.items()
+                   if k not in ("group_id", "partition_assignment_strategy")}
+        try:
+            probe = new_consumer(**options)
+        except _CONNECT_ERRORS as exc:
+            logger.info("the broker did not give the end offsets of %s: %s", self.topic, exc)
+            return None
+        try:
+            tps = [TopicPartition(self.topic, p) for p in partitions]
+            ends = probe.end_offsets(tps, timeout_ms=int(timeout * 1000)) if tps else {}
+            return {tp.partition: end for tp, end in ends.items()}
+        except KafkaError as exc:
+            logger.info("the broker did not give the end offsets of %s: %s", self.topic, exc)
+            return None
+        finally:
+            probe.close(autocommit=False)
+
+    def joined(self) -> bool:
+        """Whether the consumer is a member of the group now (a stable generation; kafka-python
+        has no public call for it: if its coordinator's shape changes, taken as joined)."""
+        coordinator = getattr(self._consumer, "_coordinator", None)
+        stable = getattr(coordinator, "generation_if_stable", None)
+        return True if stable is None else stable() is not None
+
+    def renew(self) -> None:
+        """Leave the group and join it again with a new consumer (the group learner's stall guard:
+        it checkpointed and dropped every shard first; the new consumer's assignment restores
+        them)."""
+        listener = self.listener
+        self.close()
+        self._next.clear()
+        self._owned.clear()
+        self._consumer = self._subscribed()
+        self.listener = listener
 
     def close(self) -> None:
         """Leave the group (best effort: the state was checkpointed before; a revoke callback's

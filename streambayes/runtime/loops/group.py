@@ -22,6 +22,20 @@ the shard's previous writer) before the shard is restored
 records before its stored offset, so the merge of all shards (what ``predict`` serves, see
 :func:`~streambayes.runtime.loops.shards.expand_shards`) equals one learner of the whole topic.
 
+A member whose consumer is wedged is renewed by the *stall guard*. Seen after a broker stall with
+both clients: no records for good, while the consumer's last fetched end offsets said it was
+caught up. With confluent-kafka 2.16 the debug log showed why: a metadata response after the
+stall made librdkafka decommission the one broker, the partition leader, and the client never
+found a broker again (no coordinator, no fetch). After ``stall_seconds`` without a record
+(``STREAMBAYES_KAFKA_STALL_SECONDS``, default 60; 0 turns it off), a new short-lived client asks
+the broker for the end offsets of the partitions the learner holds. The consumer is stalled when
+an end is past both the shard's next offset and the end the consumer last fetched, or when it
+holds no partition and is not a member of the group while the broker answers. A second look
+:data:`RECHECK_SECONDS` later that still finds it so makes the learner checkpoint and drop every
+shard and join the group again with a new consumer, whose assignment restores the shards from
+those snapshots (exact, as after any rebalance). An idle topic, an idle member of a group with
+more members than partitions, or a broker that does not answer renews nothing.
+
 Before writing a shard, the learner checks that the shard's newest snapshot is still the one it
 restored or wrote; if another member wrote it since (this member lost the partition for a while
 without being told), it restores the shard from that snapshot and reads on from its offset instead
@@ -49,6 +63,7 @@ from streambayes.snapshot.store import BaseSnapshotStore, SnapshotInfo
 
 logger = logging.getLogger(__name__)
 SHARD_PREFIX = "partition-"
+RECHECK_SECONDS = 5.0  # the stall guard's second look, after a first one found a stall
 
 
 def shard_name(topic: str, partition: int) -> str:
@@ -72,6 +87,19 @@ class MemberSource(Protocol):
 
     def seek(self, positions: Mapping[str, Mapping[str, int]]) -> None:
         """Read the named partitions (held ones) on from the given offsets."""
+
+    def known_ends(self) -> dict[int, int]:
+        """End offsets of the held partitions as the consumer's last fetches saw them."""
+
+    def fresh_ends(self, partitions: list[int]) -> dict[int, int] | None:
+        """End offsets of ``partitions`` a new client gets from the broker now (None: no
+        answer)."""
+
+    def joined(self) -> bool:
+        """Whether the consumer is a member of the group now."""
+
+    def renew(self) -> None:
+        """Leave the group and join it again with a new consumer."""
 
     def close(self) -> None: ...
 
@@ -131,10 +159,11 @@ class GroupLearner:
                  every_seconds: float = 60.0, batch_size: int = 1000,
                  stop: threading.Event | None = None, config: Mapping[str, Any] | None = None,
                  clock: Callable[[], float] = time.monotonic, calibrate: bool = True,
-                 observer: Any = None, shard_parts: Callable[[Any], tuple[Any, Any]] | None = None
-                 ) -> None:
-        if every < 1 or batch_size < 1 or every_seconds <= 0:
-            raise UsageError("--every, --every-seconds and the batch size must be positive")
+                 observer: Any = None, shard_parts: Callable[[Any], tuple[Any, Any]] | None = None,
+                 stall_seconds: float = 60.0) -> None:
+        if every < 1 or batch_size < 1 or every_seconds <= 0 or stall_seconds < 0:
+            raise UsageError("--every, --every-seconds and the batch size must be positive, "
+                             "the stall guard's seconds >= 0")
         if store.ids():
             raise UsageError(f"{store} holds the snapshots of one learner of all partitions; a "
                              "group learner keeps one shard per partition: give a new --snapshots "
@@ -152,6 +181,10 @@ class GroupLearner:
         self.shards: dict[int, Shard] = {}
         self.stats = LearnStats()
         self._since = 0  # records read since the last periodic checkpoint
+        self.stall_seconds = stall_seconds  # the stall guard (see the module); 0: off
+        self._look_at: float | None = None  # when the guard looks next (None: not armed)
+        self._suspect = False  # the guard's first look found a stall
+        self.renewals = 0  # consumers the guard replaced
         source.listener = self
 
     # -- the Rebalance listener -----------------------------------------------------------------
@@ -221,6 +254,7 @@ class GroupLearner:
             while not self.stop.is_set():
                 records = self.source.poll(self._want(), timeout=IDLE_POLL_SECONDS)
                 self.learn(records)
+                self._guard(bool(records))
                 if self._since and (self._since >= self.every
                                     or self.clock() - last >= self.every_seconds):
                     self.checkpoint()
@@ -242,6 +276,55 @@ class GroupLearner:
             _add(self.stats, self.shards[p].loop.stats)
         self.stats.seconds = self.clock() - start
         return self.stats
+
+    def _guard(self, fed: bool) -> None:
+        """The stall guard (see the module): re-armed by every record; when it is due, a new
+        client asks the broker (:meth:`_stalled`); a stall found twice renews the consumer."""
+        now = self.clock()
+        if fed or not self.stall_seconds or self._look_at is None:
+            self._look_at = now + self.stall_seconds
+            self._suspect = False
+            return
+        if now < self._look_at:
+            return
+        stalled = self._stalled()
+        if stalled is None:
+            self._suspect, self._look_at = False, now + self.stall_seconds
+        elif not self._suspect:
+            self._suspect, self._look_at = True, now + RECHECK_SECONDS
+        else:
+            self._renew(stalled)
+
+    def _stalled(self) -> str | None:
+        """What is wrong, or None: a held partition whose end at the broker is past both the
+        shard's next offset and the end the consumer last fetched (it is not fetching), or no
+        partition held and no membership while the broker answers (it cannot rejoin)."""
+        held = sorted(self.shards)
+        fresh = self.source.fresh_ends(held)
+        if fresh is None:  # the broker does not answer: the consumer waits for it as it should
+            return None
+        if not held:
+            return None if self.source.joined() else "no partition held and not in the group"
+        fetched = self.source.known_ends()
+        behind = []
+        for p in held:
+            end, nxt = fresh.get(p, -1), self.shards[p].view.next or 0
+            if end > max(nxt, fetched.get(p, -1)):
+                behind.append(f"[{p}] next {nxt}, last fetched end {fetched.get(p, -1)}, "
+                              f"end now {end}")
+        return "; ".join(behind) or None
+
+    def _renew(self, stalled: str) -> None:
+        """Checkpoint and drop every shard, then join the group again with a new consumer."""
+        logger.warning("%s: no record for %.0f s and %s: the consumer is not fetching; "
+                       "checkpointing the shards and joining the group again with a new "
+                       "consumer", self.topic, self.stall_seconds + RECHECK_SECONDS, stalled)
+        self.checkpoint()
+        for p in list(self.shards):
+            self._drop(p)
+        self.source.renew()
+        self.renewals += 1
+        self._look_at, self._suspect = None, False
 
     def _want(self) -> int:
         """Growing polls (1, 2, 4, ... records) while the member's shards are new, as one learner
@@ -383,7 +466,8 @@ def run_group_learn(job: Any, settings: Any, stop: threading.Event | None = None
                                      job.bounds)[name or "nb"],
                 name, dead_letters=dead, every=job.every, every_seconds=job.every_seconds,
                 batch_size=job.batch_size, stop=stop, config=config, calibrate=job.calibrate,
-                observer=observer, shard_parts=parts)
+                observer=observer, shard_parts=parts,
+                stall_seconds=settings.kafka_stall_seconds)
             return learner.run()
     finally:
         source.close()
