@@ -1,11 +1,13 @@
 """Predictor latency on a local broker: input to posterior, histogram per mode, backend and load.
 
-One broker is started for the run (``streambayes.devtools.broker``'s order; the run prints which).
-A model is trained on the SMS Spam Collection; for each client backend and offered load, a
-``streambayes predict`` process (the CLI, in its own process as deployed) serves a fresh
-1-partition topic while this process offers unlabelled SMS events at a steady pace (a tick every
-2 ms, confluent producer, ``linger.ms=0``) and reads the posterior topic with a
-``read_committed`` consumer. Per event:
+One broker is started for the run (``streambayes.devtools.broker``'s order; the run prints which),
+an Apache Kafka one with Kafka's own heap, ``-Xmx1G -Xms1G`` (``KAFKA_HEAP_OPTS``, as its start
+scripts; the tests' broker has 128 MB, whose young collections every ~3 s, 11-17 ms each, stall
+both topics at once), and first serves an unreported warm-up run. A model is trained on the SMS
+Spam Collection; for each client backend and offered load, a ``streambayes predict`` process
+(the CLI, in its own process as deployed) serves a fresh 1-partition topic while this process
+offers unlabelled SMS events at a steady pace (a tick every 2 ms, confluent producer,
+``linger.ms=0``) and reads the posterior topic with a ``read_committed`` consumer. Per event:
 
   sent→readable   from the moment the input was handed to the producer to the moment its posterior
                   was read here (committed and visible: what a downstream consumer sees)
@@ -13,10 +15,14 @@ A model is trained on the SMS Spam Collection; for each client backend and offer
 
 Modes: ``at-least-once`` (the default predictor: acknowledgements pipelined, offsets committed
 once acknowledged), ``flush/batch`` (the previous behaviour, kept as the peer: a blocking flush
-with acks=all and a synchronous offset commit after every micro-batch) and ``exactly-once``
-(``--exactly-once``: one transaction per micro-batch), and ``hot-reload`` (at least once while a
-new snapshot is written every second, so the predictor reloads its model under load). Loads
-default to 500, 2,000 and 5,000 events/s; the other modes run at 2,000. The table also gives the
+with acks=all and a synchronous offset commit after every micro-batch), ``exactly-once``
+(``--exactly-once``: one transaction per micro-batch), ``hot-reload`` (at least once while a
+new snapshot is written every second, so the predictor reloads its model under load) and
+``echo``, the floor of this machine and client: a process that only reads each input with the
+client's own consumer and writes ``{"id": ...}`` back with its producer, with the predictor's
+fetch and produce settings and no model, decoding or clues (what any Python service on this
+broker and these cores pays). Loads default to 500, 2,000 and 5,000 events/s for the predictor
+(at least once) and the floor; the other modes run at 2,000. The table also gives the
 predictor's CPU per event and its longest garbage-collector pause during the load.
 ``BENCH_EVENTS=FILE`` appends each run's per-event times (sent, produced, readable) to FILE;
 ``BENCH_TRACE=PREFIX`` writes the predictor's steps over 10 ms (poll, publish, settle, commit) and
@@ -50,7 +56,8 @@ from streambayes.snapshot import SnapshotStore
 
 BACKENDS = ("kafka-python", "confluent")
 MODES = {"at-least-once": [], "flush/batch": [], "exactly-once": ["--exactly-once"],
-         "hot-reload": []}  # at least once, a new snapshot written every second meanwhile
+         "hot-reload": [],  # at least once, a new snapshot written every second meanwhile
+         "echo": []}  # the floor: no model, each input's id sent back (see _echo)
 TICK = 0.002  # seconds between two bursts of the offered load
 
 
@@ -220,6 +227,9 @@ def serve(argv: list[str]) -> int:
     mode, rest = argv[2], argv[4:]  # serve --mode MODE -- predict ...
     from streambayes.cli import main as cli_main
 
+    if mode == "echo":
+        return _echo(rest)
+
     if mode == "flush/batch":
         from streambayes.runtime.kafka import pipelined
         from streambayes.runtime.loops.predict import PredictLoop
@@ -311,6 +321,61 @@ def serve(argv: list[str]) -> int:
     return cli_main(rest)
 
 
+def _echo(args: list[str]) -> int:
+    """The floor (mode ``echo``): read ``--source`` in the predictor's group with the client's
+    consumer and send ``{"id": ...}`` of each input to ``--sink`` with its producer, the
+    predictor's low-latency settings (``LOW_LATENCY``), offsets committed every 0.5 s. Nothing
+    else: no model, decoding, clues or validation."""
+    from streambayes.runtime.kafka.options import LOW_LATENCY
+
+    client = os.environ.get("STREAMBAYES_KAFKA_CLIENT", "confluent")
+    source, sink = (args[args.index(flag) + 1].split("/") for flag in ("--source", "--sink"))
+    bootstrap, inbox, outbox = source[2], source[3], sink[3]
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    group = os.environ["STREAMBAYES_KAFKA_GROUP"]
+    if client == "confluent":
+        import confluent_kafka as ck
+
+        consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                **LOW_LATENCY["confluent"]["consumer"]})
+        producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                **LOW_LATENCY["confluent"]["producer"]})
+        consumer.subscribe([inbox])
+        last = time.monotonic()
+        while not stop.is_set():
+            messages = consumer.consume(500, 0) or consumer.consume(1, 0.2)
+            for m in messages:
+                if m.error() is None:
+                    producer.produce(outbox, json.dumps({"id": json.loads(m.value())["id"]}))
+            producer.poll(0)
+            if messages and time.monotonic() - last > 0.5:
+                consumer.commit(asynchronous=True)
+                last = time.monotonic()
+        producer.flush(10)
+        consumer.close()
+        return 0
+    from kafka import KafkaConsumer, KafkaProducer
+
+    consumer = KafkaConsumer(inbox, bootstrap_servers=bootstrap, group_id=group,
+                             enable_auto_commit=False, auto_offset_reset="earliest",
+                             **LOW_LATENCY["kafka-python"]["consumer"])
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    last = time.monotonic()
+    while not stop.is_set():
+        batches = consumer.poll(timeout_ms=200, max_records=500)
+        for records in batches.values():
+            for r in records:
+                producer.send(outbox, json.dumps({"id": json.loads(r.value)["id"]}).encode())
+        if batches and time.monotonic() - last > 0.5:
+            consumer.commit_async()
+            last = time.monotonic()
+    producer.flush(10)
+    consumer.close()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "serve":
@@ -322,7 +387,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--other-rate", type=float, default=2000.0,
                     help="offered load of the flush/batch and exactly-once runs")
     ap.add_argument("--seconds", type=float, default=6.0)
-    ap.add_argument("--warmup", type=float, default=4.0, help="seconds of a first, unreported run")
+    ap.add_argument("--warmup", type=float, default=8.0,
+                    help="seconds of a first, unreported run (at --other-rate)")
     args = ap.parse_args(argv)
     clients = [c for c in args.backends.split(",") if c]
     rates = [float(r) for r in args.rates.split(",") if r]
@@ -335,16 +401,20 @@ def main(argv: list[str] | None = None) -> int:
           f"default client (STREAMBAYES_KAFKA_CLIENT): {Settings().kafka_client}", flush=True)
     texts, _labels = load_sms_spam()
     results = []
+    # the broker started here gets Kafka's own heap (its start scripts' -Xmx1G -Xms1G), not the
+    # tests' 128 MB, whose young collections (every ~3 s here, 11-17 ms each) set the p99
+    os.environ.setdefault("KAFKA_HEAP_OPTS", "-Xmx1G -Xms1G")
+    print(f"broker heap, if started here: {os.environ['KAFKA_HEAP_OPTS']} (KAFKA_HEAP_OPTS)")
     with broker_info() as info, tempfile.TemporaryDirectory() as tmp:
         print(f"broker: {info}", flush=True)
         snaps = Path(tmp) / "snaps"
         trained_snapshot(snaps)
         if args.warmup > 0:  # the broker's JVM is slow at first: a run that is not reported
-            run_one(info.bootstrap, snaps, clients[0], "at-least-once", rates[0], args.warmup,
-                    texts, Path(tmp) / "predictor.log")
+            run_one(info.bootstrap, snaps, clients[0], "at-least-once", args.other_rate,
+                    args.warmup, texts, Path(tmp) / "predictor.log")
         for client in clients:
             for mode in modes:
-                for rate in (rates if mode == "at-least-once" else [args.other_rate]):
+                for rate in (rates if mode in ("at-least-once", "echo") else [args.other_rate]):
                     r = run_one(info.bootstrap, snaps, client, mode, rate, args.seconds, texts,
                                 Path(tmp) / "predictor.log")
                     results.append(r)
