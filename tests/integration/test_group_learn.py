@@ -79,6 +79,9 @@ def test_a_member_whose_consumer_stops_fetching_is_renewed_and_stays_exact(
         return real_poll(self, max_records, timeout)
 
     monkeypatch.setattr(module.MemberSource, "poll", poll)
+    from streambayes.runtime.loops import group
+
+    monkeypatch.setattr(group, "RECHECK_SECONDS", 1.0)  # the second look sooner: a shorter test
     settings = Settings(kafka_client=client, kafka_group=f"stall-{topic}", kafka_stall_seconds=3)
     events = sms_events(600, prefix=f"st{client[0]}")
     sink = kafka_python.KafkaSink(bootstrap)
