@@ -1,8 +1,8 @@
 """Predictor latency on a local broker: input to posterior, histogram per mode, backend and load.
 
 One broker is started for the run (``streambayes.devtools.broker``'s order; the run prints which),
-an Apache Kafka one with Kafka's own heap, ``-Xmx1G -Xms1G`` (``KAFKA_HEAP_OPTS``, as its start
-scripts; the tests' broker has 128 MB, whose young collections every ~3 s, 11-17 ms each, stall
+an Apache Kafka one with Kafka's stock heap, ``-Xmx1G -Xms1G`` (``STREAMBAYES_BROKER_HEAP_OPTS``;
+the tests' broker starts with 128 MB, whose young collections every ~3 s, 11-17 ms each, stall
 both topics at once), and first serves an unreported warm-up run. A model is trained on the SMS
 Spam Collection; for each client backend and offered load, a ``streambayes predict`` process
 (the CLI, in its own process as deployed) serves a fresh 1-partition topic while this process
@@ -403,8 +403,9 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     # the broker started here gets Kafka's own heap (its start scripts' -Xmx1G -Xms1G), not the
     # tests' 128 MB, whose young collections (every ~3 s here, 11-17 ms each) set the p99
-    os.environ.setdefault("KAFKA_HEAP_OPTS", "-Xmx1G -Xms1G")
-    print(f"broker heap, if started here: {os.environ['KAFKA_HEAP_OPTS']} (KAFKA_HEAP_OPTS)")
+    os.environ.setdefault("STREAMBAYES_BROKER_HEAP_OPTS", "-Xmx1G -Xms1G")
+    print(f"broker heap, if started here: {os.environ['STREAMBAYES_BROKER_HEAP_OPTS']} "
+          "(STREAMBAYES_BROKER_HEAP_OPTS)")
     with broker_info() as info, tempfile.TemporaryDirectory() as tmp:
         print(f"broker: {info}", flush=True)
         snaps = Path(tmp) / "snaps"

@@ -33,17 +33,20 @@ from streambayes.devtools.lifecycle import BrokerProcess
 from streambayes.errors import BrokerError
 
 NODE_ID = 1
-# A small heap for tests (two brokers run at once). ``KAFKA_HEAP_OPTS``, the variable of Kafka's
-# own start scripts, replaces it (theirs is -Xmx1G -Xms1G): bench/predict_latency.py uses that,
-# because with 128 MB the young collections come every ~3 s at 2,000 events/s, each 11-17 ms.
+# A small heap for tests (two brokers run at once: 128 MB at first, 512 MB at most).
+# ``STREAMBAYES_BROKER_HEAP_OPTS`` replaces it (not Kafka's own ``KAFKA_HEAP_OPTS``, which a
+# developer may have set for a real broker): bench/predict_latency.py gives Kafka's stock
+# -Xmx1G -Xms1G, because with 128 MB the young collections came every ~3 s at 2,000 events/s,
+# 11-17 ms each.
 HEAP_OPTIONS = ("-Xms128m", "-Xmx512m")
 JVM_OPTIONS = ("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError",
                "-Djava.awt.headless=true")
 
 
 def heap_options() -> tuple[str, ...]:
-    """The broker JVM's heap options: ``KAFKA_HEAP_OPTS`` split on spaces when set, else ours."""
-    given = os.environ.get("KAFKA_HEAP_OPTS", "").split()
+    """The broker JVM's heap options: ``STREAMBAYES_BROKER_HEAP_OPTS`` split on spaces when set,
+    else ours."""
+    given = os.environ.get("STREAMBAYES_BROKER_HEAP_OPTS", "").split()
     return tuple(given) if given else HEAP_OPTIONS
 
 _SETTINGS = {

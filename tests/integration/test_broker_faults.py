@@ -55,8 +55,8 @@ def test_learners_ride_out_broker_restarts_and_a_stall(own_broker, tmp_path, cli
     assert own_broker.persistent, "a broker restart needs a log on disk (Apache Kafka, not Tansu)"
     # kafka-python's members used to get a second, fresh run, for a member that stopped fetching
     # after the stall (confluent's did it too, once in five CI runs). The group learners' stall
-    # guard (STREAMBAYES_KAFKA_STALL_SECONDS, 20 s here) now renews such a consumer: one run each,
-    # and the renewals are printed.
+    # guard (STREAMBAYES_KAFKA_STALL_SECONDS, 20 s here) now renews such a consumer: one run each;
+    # a renewal shows in the warnings summary.
     _ride_out(own_broker, tmp_path / "run0", client)
 
 

@@ -167,10 +167,10 @@ def test_the_cache_directory_and_version_come_from_the_environment(monkeypatch, 
     assert kafka_dist.cache_root() == tmp_path / "xdg" / "streambayes"
 
 
-def test_the_broker_heap_is_kafkas_heap_opts_when_set(monkeypatch):
-    monkeypatch.delenv("KAFKA_HEAP_OPTS", raising=False)
+def test_the_broker_heap_is_the_heap_opts_given(monkeypatch):
+    monkeypatch.delenv("STREAMBAYES_BROKER_HEAP_OPTS", raising=False)
     assert kafka_broker.heap_options() == ("-Xms128m", "-Xmx512m")
-    monkeypatch.setenv("KAFKA_HEAP_OPTS", " -Xmx1G  -Xms1G ")
+    monkeypatch.setenv("STREAMBAYES_BROKER_HEAP_OPTS", " -Xmx1G  -Xms1G ")
     assert kafka_broker.heap_options() == ("-Xmx1G", "-Xms1G")
-    monkeypatch.setenv("KAFKA_HEAP_OPTS", "")
+    monkeypatch.setenv("STREAMBAYES_BROKER_HEAP_OPTS", "")
     assert kafka_broker.heap_options() == ("-Xms128m", "-Xmx512m")

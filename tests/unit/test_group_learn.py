@@ -346,6 +346,7 @@ class Stalling(FakeMember):
         super().__init__(group, "a")
         self.clock, self.stop, self.script, self.last = clock, stop, script, last
         self.polls, self.stuck, self.answer, self.member = 0, False, True, True
+        self.stuck_parts: set[int] = set()  # partitions it does not fetch (the others it does)
         self.fetched: dict[int, int] = {}
         self.looks: list[float] = []
         self.renewed: list[float] = []
@@ -358,15 +359,17 @@ class Stalling(FakeMember):
             self.stop.set()
         if self.stuck:
             return []
+        hidden = {p: self.next.pop(p) for p in self.stuck_parts if p in self.next}
         out = super().poll(max_records, timeout)
-        self.fetched = {p: len(self.group.partitions[p]) for p in self.next}
+        self.fetched.update({p: len(self.group.partitions[p]) for p in self.next})
+        self.next.update(hidden)
         return out
 
     def known_ends(self):
         return dict(self.fetched)
 
     def fresh_ends(self, partitions):
-        assert sorted(partitions) == sorted(self.next)  # the learner's shards are the held ones
+        assert set(partitions) <= set(self.next)  # idle ones of the held partitions
         self.looks.append(self.clock[0])
         if not self.answer:
             return None
@@ -377,7 +380,7 @@ class Stalling(FakeMember):
 
     def renew(self):
         self.renewed.append(self.clock[0])
-        self.stuck, self.fetched, self.member = False, {}, True
+        self.stuck, self.fetched, self.member, self.stuck_parts = False, {}, True, set()
         self.pending.append(("assigned", sorted(self.group.partitions)))
         self.next = {}
 
@@ -403,9 +406,9 @@ def test_a_consumer_that_stops_fetching_is_renewed_and_the_shards_stay_exact(cap
         m.stuck = True
 
     gl, member, group, store = stalled_run({20: stall, 150: grow})
-    # every record is read by poll 6: looks at 16 (caught up) and 26 (behind since poll 20), the
-    # second look 5 s later renews
-    assert member.looks[:3] == [16.0, 26.0, 31.0] and member.renewed == [31.0]
+    # partition 1's records are all read by poll 5: looks at 15 (caught up) and 25 (behind since
+    # poll 20), the second look 5 s later renews
+    assert member.looks[:3] == [15.0, 25.0, 30.0] and member.renewed == [30.0]
     assert gl.renewals == 1
     assert "the consumer is not fetching" in caplog.text
     assert "[0] next 40, last fetched end 40, end now 70" in caplog.text
@@ -436,7 +439,7 @@ def test_records_between_the_two_looks_call_the_stall_off():
         m.stuck = False
 
     gl, member, _, _ = stalled_run({20: stall, 28: unstick})
-    assert member.looks[:3] == [16.0, 26.0, 40.0]  # behind at 26; records at 28-30 re-arm it
+    assert member.looks[:3] == [15.0, 25.0, 40.0]  # behind at 25; records at 28-30 re-arm it
     assert gl.renewals == 0 and member.renewed == []
 
 
@@ -446,7 +449,7 @@ def test_a_member_that_lost_its_partitions_and_cannot_rejoin_is_renewed(caplog):
         m.member = False
 
     gl, member, group, store = stalled_run({20: evicted, 150: grow})
-    assert member.renewed == [31.0] and gl.renewals == 1  # looks at 16 (fine), 26, 31
+    assert member.renewed == [35.0] and gl.renewals == 1  # looks at 15 (fine), 30, 35
     assert "no partition held and not in the group" in caplog.text
     state, events = reference_state(group)  # every record learned: the last ones after renewal
     assert merged(store).events == events
@@ -459,6 +462,40 @@ def test_an_idle_member_of_the_group_is_left_alone():
 
     gl, member, _, _ = stalled_run({20: idle})
     assert gl.renewals == 0 and member.renewed == [] and len(member.looks) >= 20
+
+
+def test_one_partition_that_stops_while_another_feeds_is_renewed():
+    def stall_0(m):  # a multi-broker cluster: only the dropped broker's partitions stop
+        grow(m)
+        m.stuck_parts = {0}
+
+    def feed_1(m):
+        m.group.partitions[1].append(event(1, len(m.group.partitions[1])))
+
+    script = {i: feed_1 for i in range(21, 300, 2)}
+    script[20] = stall_0
+    gl, member, group, store = stalled_run(script)
+    # partition 0 is idle from poll 6 on: looks at 15 (caught up), 25 (behind), 30 (renewed)
+    assert member.renewed == [30.0] and gl.renewals == 1
+    state, events = reference_state(group)
+    assert merged(store).events == events
+    assert state_difference(merged(store).model.to_state(), state)[0] is None
+
+
+def test_a_new_assignment_gets_the_whole_wait_before_a_look():
+    def add(m):  # a partition added and assigned with a backlog; its first fetch is slow
+        m.group.add_partition(2, 30)
+        m.stuck_parts = {2}
+        m.pending.append(("assigned", [2]))
+
+    def fetch(m):
+        m.stuck_parts = set()
+
+    # the look at 25 comes 1 s after the assignment: only partitions 0 and 1 are idle then
+    gl, member, _, _ = stalled_run({24: add, 31: fetch})
+    assert member.looks[:3] == [15.0, 25.0, 35.0]
+    assert gl.renewals == 0 and member.renewed == []
+    assert 2 in gl.shards and gl.shards[2].view.next == 30
 
 
 def test_the_stall_guard_is_off_at_zero():

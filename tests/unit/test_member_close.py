@@ -171,3 +171,62 @@ def test_a_confluent_member_whose_close_hangs_is_left_behind(monkeypatch):
     member.close()
     assert time.monotonic() - start < 2.0 and member.listener is None
     gate.set()
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: self.calls.append((name, args))
+
+
+def test_a_replaced_confluent_consumer_no_longer_reaches_the_learner():
+    """The stall guard replaces a consumer whose close may hang and end later: a revoke, loss or
+    assignment that this old consumer reports then must not touch the learner's shards."""
+    from confluent_kafka import TopicPartition
+
+    from streambayes.runtime.kafka.member_confluent import MemberSource
+
+    member = object.__new__(MemberSource)
+    old, new, learner = _Recorder(), _Recorder(), _Recorder()
+    member.topic, member._consumer, member.listener, member._next = "t", new, learner, {0: 5}
+    tps = [TopicPartition("t", 0)]
+    member._on_lost(old, tps)
+    member._on_revoke(old, tps)
+    member._on_assign(old, tps)
+    assert learner.calls == [] and member._next == {0: 5} and new.calls == []
+    assert [name for name, _ in old.calls] == ["incremental_unassign", "incremental_unassign",
+                                              "incremental_assign"]
+    member._on_lost(new, tps)  # the current one still does
+    assert learner.calls == [("lost", ([0],))] and member._next == {}
+
+
+def test_a_replaced_kafka_python_consumer_no_longer_reaches_the_learner():
+    from kafka import TopicPartition
+
+    from streambayes.runtime.kafka.member_kafka_python import MemberSource, _Listener
+
+    member = object.__new__(MemberSource)
+    learner = _Recorder()
+    member.topic, member.listener, member._next, member._owned = "t", learner, {0: 5}, {0}
+    member._in_callback, member._failure = False, None
+    old = _Listener(member)
+    old.consumer, member._consumer = object(), object()
+    old.on_partitions_lost([TopicPartition("t", 0)])
+    old.on_partitions_revoked([TopicPartition("t", 0)])
+    assert learner.calls == [] and member._next == {0: 5} and member._owned == {0}
+    current = _Listener(member)
+    current.consumer = member._consumer
+    current.on_partitions_lost([TopicPartition("t", 0)])
+    assert learner.calls == [("lost", ([0],))] and member._next == {} and member._owned == set()
+
+
+def test_a_kafka_python_selector_closed_while_leaving_is_logged(caplog):
+    from streambayes.runtime.kafka.member_kafka_python import MemberSource
+
+    member = object.__new__(MemberSource)
+    member.topic, member._consumer = "t", _Failing(RuntimeError("NetworkSelector closed!"))
+    with caplog.at_level(logging.WARNING):
+        member.close()
+    assert "NetworkSelector closed!" in caplog.text

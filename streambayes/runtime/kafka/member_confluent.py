@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -54,6 +55,9 @@ class MemberSource:
         return [tp.partition for tp in partitions if tp.topic == self.topic]
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if consumer is not self._consumer:  # one the stall guard replaced, whose close hung
+            consumer.incremental_assign([])
+            return
         mine = self._mine(partitions)
         offsets = self.listener.assigned(mine) if self.listener is not None and mine else {}
         for tp in partitions:
@@ -68,6 +72,9 @@ class MemberSource:
         self._give_up("lost", consumer, partitions)
 
     def _give_up(self, what: str, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if consumer is not self._consumer:  # one the stall guard replaced, whose close hung
+            consumer.incremental_unassign(partitions)
+            return
         mine = self._mine(partitions)
         try:
             if self.listener is not None and mine:
@@ -110,19 +117,30 @@ class MemberSource:
     def fresh_ends(self, partitions: list[int], timeout: float = FRESH_SECONDS
                    ) -> dict[int, int] | None:
         """End offsets of ``partitions`` as a new, short-lived client gets them from the broker
-        now ({} for none: the broker answered), or None when it does not answer in ``timeout``
-        s. Not this member's consumer: the stall guard asks because that one may be wedged."""
-        probe = _usable(lambda: Consumer({**self._config, "group.id": f"{self.group}.stall-guard"}))
+        now ({} for none: the broker answered), or None when it does not answer within
+        ``timeout`` s in all. Not this member's consumer: the stall guard asks because that one
+        may be wedged."""
+        deadline = time.monotonic() + timeout
+        config = {**self._config, "group.id": f"{self.group}.stall-guard",
+                  "error_cb": _ErrorLog(f"stall guard of {self.group} on {self.topic}")}
+        probe = None
         try:
+            probe = Consumer(config)
             probe.list_topics(self.topic, timeout=timeout)
-            return {p: probe.get_watermark_offsets(TopicPartition(self.topic, p), timeout=timeout)[1]
-                    for p in partitions}
+            ends = {}
+            for p in partitions:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                ends[p] = probe.get_watermark_offsets(TopicPartition(self.topic, p), timeout=left)[1]
+            return ends
         except KafkaException as exc:
             logger.info("the broker did not give the end offsets of %s: %s", self.topic,
                         exc.args[0].str())
             return None
         finally:
-            bounded(probe.close, CLOSE_SECONDS, "closing the stall guard's client")
+            if probe is not None:
+                bounded(probe.close, CLOSE_SECONDS, "closing the stall guard's client")
 
     def joined(self) -> bool:
         """Whether the consumer is a member of the group now (it has a member id)."""

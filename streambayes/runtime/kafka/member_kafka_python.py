@@ -21,6 +21,7 @@ from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssi
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
+from streambayes.runtime.kafka.bounded import CLOSE_SECONDS
 from streambayes.runtime.kafka.kafka_python import (
     _BOOTSTRAP_MS,
     _CONNECT_ERRORS,
@@ -35,18 +36,30 @@ FRESH_SECONDS = 5.0  # for the end offsets of the stall guard
 
 
 class _Listener(ConsumerRebalanceListener):
+    """Tells ``source`` of its consumer's rebalances; nothing once the stall guard replaced that
+    consumer (a close of it that ends later must not touch the learner's shards)."""
+
     def __init__(self, source: MemberSource) -> None:
         self.source = source
+        self.consumer: Any = None  # the consumer it listens to (set once it is made)
+
+    def _current(self) -> bool:
+        return self.consumer is None or self.consumer is self.source._consumer
 
     def on_partitions_assigned(self, assigned: Any) -> None:
-        self.source._assigned([tp.partition for tp in assigned if tp.topic == self.source.topic])
+        if self._current():
+            self.source._assigned([tp.partition for tp in assigned
+                                   if tp.topic == self.source.topic])
 
     def on_partitions_revoked(self, revoked: Any) -> None:
-        self.source._call("revoked", [tp.partition for tp in revoked
-                                      if tp.topic == self.source.topic])
+        if self._current():
+            self.source._call("revoked", [tp.partition for tp in revoked
+                                          if tp.topic == self.source.topic])
 
     def on_partitions_lost(self, lost: Any) -> None:
-        self.source._call("lost", [tp.partition for tp in lost if tp.topic == self.source.topic])
+        if self._current():
+            self.source._call("lost", [tp.partition for tp in lost
+                                       if tp.topic == self.source.topic])
 
 
 class MemberSource:
@@ -76,7 +89,9 @@ class MemberSource:
         consumer = retrying(lambda: new_consumer(**self._kwargs),
                             f"connect to {self._kwargs['bootstrap_servers']}", _CONNECT_ERRORS,
                             self.stop)
-        consumer.subscribe([self.topic], listener=_Listener(self))
+        listener = _Listener(self)
+        consumer.subscribe([self.topic], listener=listener)
+        listener.consumer = consumer
         return consumer
 
     def _call(self, what: str, partitions: list[int]) -> Any:
@@ -195,14 +210,18 @@ class MemberSource:
             logger.info("the broker did not give the end offsets of %s: %s", self.topic, exc)
             return None
         finally:
-            probe.close(autocommit=False)
+            try:
+                probe.close(autocommit=False, timeout_ms=int(FRESH_SECONDS * 1000))
+            except (KafkaError, OSError, RuntimeError) as exc:
+                logger.info("closing the stall guard's client: %s", exc)
 
     def joined(self) -> bool:
-        """Whether the consumer is a member of the group now (a stable generation; kafka-python
-        has no public call for it: if its coordinator's shape changes, taken as joined)."""
+        """Whether the consumer is in the group or joining it (kafka-python has no public call:
+        its coordinator's state, UNJOINED only when it is not; if that shape changes, taken as
+        joined, so the stall guard then never renews an idle member)."""
         coordinator = getattr(self._consumer, "_coordinator", None)
-        stable = getattr(coordinator, "generation_if_stable", None)
-        return True if stable is None else stable() is not None
+        state = getattr(coordinator, "state", None)
+        return state is None or getattr(state, "name", "") != "UNJOINED"
 
     def renew(self) -> None:
         """Leave the group and join it again with a new consumer (the group learner's stall guard:
@@ -220,6 +239,6 @@ class MemberSource:
         failure here, e.g. after the broker went away, is logged, not raised)."""
         self.listener = None  # every shard was checkpointed and released: nothing left to do
         try:
-            self._consumer.close(autocommit=False)
-        except KafkaError as exc:
+            self._consumer.close(autocommit=False, timeout_ms=int(CLOSE_SECONDS * 1000))
+        except (KafkaError, OSError, RuntimeError) as exc:  # e.g. "NetworkSelector closed!"
             logger.warning("closing the group member of %s: %s", self.topic, exc)

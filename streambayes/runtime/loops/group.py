@@ -26,11 +26,13 @@ A member whose consumer is wedged is renewed by the *stall guard*. Seen after a 
 both clients: no records for good, while the consumer's last fetched end offsets said it was
 caught up. With confluent-kafka 2.16 the debug log showed why: a metadata response after the
 stall made librdkafka decommission the one broker, the partition leader, and the client never
-found a broker again (no coordinator, no fetch). After ``stall_seconds`` without a record
-(``STREAMBAYES_KAFKA_STALL_SECONDS``, default 60; 0 turns it off), a new short-lived client asks
-the broker for the end offsets of the partitions the learner holds. The consumer is stalled when
-an end is past both the shard's next offset and the end the consumer last fetched, or when it
-holds no partition and is not a member of the group while the broker answers. A second look
+found a broker again (no coordinator, no fetch). When a held partition has had no record for
+``stall_seconds`` (``STREAMBAYES_KAFKA_STALL_SECONDS``, default 60; 0 turns it off), or no
+partition has been held that long, a new short-lived client asks the broker for the end offsets
+of the quiet partitions. The consumer is stalled when an end is past both the shard's next offset
+and the end the consumer last fetched (one partition is enough: with several brokers, a dropped
+one stops only its own partitions), or when it holds no partition and is not a member of the
+group while the broker answers. A second look
 :data:`RECHECK_SECONDS` later that still finds it so makes the learner checkpoint and drop every
 shard and join the group again with a new consumer, whose assignment restores the shards from
 those snapshots (exact, as after any rebalance). An idle topic, an idle member of a group with
@@ -182,7 +184,9 @@ class GroupLearner:
         self.stats = LearnStats()
         self._since = 0  # records read since the last periodic checkpoint
         self.stall_seconds = stall_seconds  # the stall guard (see the module); 0: off
-        self._look_at: float | None = None  # when the guard looks next (None: not armed)
+        self._fed_at: dict[int, float] = {}  # held partition -> when it last had records
+        self._empty_since: float | None = clock()  # since when no shard is held (None: held)
+        self._look_at = -float("inf")  # the guard looks no sooner than this
         self._suspect = False  # the guard's first look found a stall
         self.renewals = 0  # consumers the guard replaced
         source.listener = self
@@ -194,6 +198,9 @@ class GroupLearner:
             if p not in self.shards:
                 self.shards[p] = self._restore(p)
             offsets[p] = self.shards[p].view.next
+            self._fed_at[p] = self.clock()  # a new assignment: its first fetch may take a while
+        if partitions:
+            self._empty_since, self._suspect = None, False
         logger.info("assigned %s[%s] at %s", self.topic, ",".join(map(str, sorted(partitions))),
                     offsets)
         return offsets
@@ -221,6 +228,7 @@ class GroupLearner:
             self._drop(p)
 
     def _restore(self, partition: int) -> Shard:
+        self._fed_at[partition] = self.clock()  # the stall guard counts from here
         view = PartitionView(self.topic, partition)
         child: Any = self.store.child(shard_name(self.topic, partition))
         dead = self.dead_letters
@@ -242,6 +250,9 @@ class GroupLearner:
 
     def _drop(self, partition: int) -> None:
         shard = self.shards.pop(partition)
+        self._fed_at.pop(partition, None)
+        if not self.shards:  # the stall guard counts from here
+            self._empty_since = self.clock()
         _add(self.stats, shard.loop.stats)
         _release(shard)
 
@@ -254,7 +265,7 @@ class GroupLearner:
             while not self.stop.is_set():
                 records = self.source.poll(self._want(), timeout=IDLE_POLL_SECONDS)
                 self.learn(records)
-                self._guard(bool(records))
+                self._guard()
                 if self._since and (self._since >= self.every
                                     or self.clock() - last >= self.every_seconds):
                     self.checkpoint()
@@ -277,54 +288,68 @@ class GroupLearner:
         self.stats.seconds = self.clock() - start
         return self.stats
 
-    def _guard(self, fed: bool) -> None:
-        """The stall guard (see the module): re-armed by every record; when it is due, a new
-        client asks the broker (:meth:`_stalled`); a stall found twice renews the consumer."""
-        now = self.clock()
-        if fed or not self.stall_seconds or self._look_at is None:
-            self._look_at = now + self.stall_seconds
-            self._suspect = False
+    def _guard(self) -> None:
+        """The stall guard (see the module): due when a held shard has had no record for
+        ``stall_seconds``, or no shard has been held that long; then a new client asks the broker
+        (:meth:`_stalled`), and a stall found twice renews the consumer."""
+        if not self.stall_seconds or self.stop.is_set():
             return
+        now = self.clock()
         if now < self._look_at:
             return
-        stalled = self._stalled()
+        if self.shards:
+            quiet = {p: now - self._fed_at.get(p, now) for p in self.shards}
+            idle = sorted(p for p, s in quiet.items() if s >= self.stall_seconds)
+            silent = max(quiet.values())
+        else:
+            if self._empty_since is None:
+                self._empty_since = now
+            idle, silent = [], now - self._empty_since
+        if not idle and silent < self.stall_seconds:  # records come in: a first look is void
+            self._suspect = False
+            return
+        stalled = self._stalled(idle)
         if stalled is None:
             self._suspect, self._look_at = False, now + self.stall_seconds
         elif not self._suspect:
             self._suspect, self._look_at = True, now + RECHECK_SECONDS
         else:
-            self._renew(stalled)
+            self._renew(stalled, silent)
 
-    def _stalled(self) -> str | None:
-        """What is wrong, or None: a held partition whose end at the broker is past both the
-        shard's next offset and the end the consumer last fetched (it is not fetching), or no
-        partition held and no membership while the broker answers (it cannot rejoin)."""
-        held = sorted(self.shards)
-        fresh = self.source.fresh_ends(held)
+    def _stalled(self, idle: list[int]) -> str | None:
+        """What is wrong, or None: an idle held partition whose end at the broker is past both
+        the shard's next offset and the end the consumer last fetched (it is not fetching), or
+        no partition held and no membership while the broker answers (it cannot rejoin)."""
+        fresh = self.source.fresh_ends(idle)
         if fresh is None:  # the broker does not answer: the consumer waits for it as it should
             return None
-        if not held:
+        if not self.shards:
             return None if self.source.joined() else "no partition held and not in the group"
         fetched = self.source.known_ends()
         behind = []
-        for p in held:
+        for p in idle:
             end, nxt = fresh.get(p, -1), self.shards[p].view.next or 0
             if end > max(nxt, fetched.get(p, -1)):
                 behind.append(f"[{p}] next {nxt}, last fetched end {fetched.get(p, -1)}, "
                               f"end now {end}")
         return "; ".join(behind) or None
 
-    def _renew(self, stalled: str) -> None:
-        """Checkpoint and drop every shard, then join the group again with a new consumer."""
+    def _renew(self, stalled: str, silent: float) -> None:
+        """Checkpoint and drop every shard (as a revoke does), then join the group again with a
+        new consumer."""
         logger.warning("%s: no record for %.0f s and %s: the consumer is not fetching; "
                        "checkpointing the shards and joining the group again with a new "
-                       "consumer", self.topic, self.stall_seconds + RECHECK_SECONDS, stalled)
-        self.checkpoint()
-        for p in list(self.shards):
-            self._drop(p)
+                       "consumer", self.topic, silent, stalled)
+        held = sorted(self.shards)
+        self.checkpoint(held)  # keep=False: a shard another member wrote is dropped, not taken
+        for p in held:
+            if p in self.shards:
+                self._drop(p)
+        self._since = 0
         self.source.renew()
         self.renewals += 1
-        self._look_at, self._suspect = None, False
+        self._suspect, self._empty_since = False, self.clock()
+        self._look_at = self._empty_since + self.stall_seconds
 
     def _want(self) -> int:
         """Growing polls (1, 2, 4, ... records) while the member's shards are new, as one learner
@@ -339,8 +364,11 @@ class GroupLearner:
         by_partition: dict[int, list[Record]] = {}
         for r in records:
             by_partition.setdefault(r.partition, []).append(r)
+        now = self.clock() if by_partition else 0.0
         for p, part in by_partition.items():
             shard = self.shards.get(p)
+            if p in self._fed_at:
+                self._fed_at[p] = now  # the consumer fetches it (even records learned before)
             if shard is None:
                 logger.debug("skipped %d records of %s[%d]: not held", len(part), self.topic, p)
                 continue
