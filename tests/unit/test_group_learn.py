@@ -391,9 +391,9 @@ def grow(m, n=30):
                                                              len(m.group.partitions[p]) + n)]
 
 
-def stalled_run(script, last=300, stall=10.0):
+def stalled_run(script, last=300, stall=10.0, kind=None):
     group, store, stop, clock = FakeGroup({0: 40, 1: 25}), MemorySnapshotStore(), threading.Event(), [0.0]
-    member = Stalling(group, clock, stop, script, last)
+    member = (kind or Stalling)(group, clock, stop, script, last)
     gl = learner(member, store, stop=stop, clock=lambda: clock[0], stall_seconds=stall)
     member.pending.append(("assigned", [0, 1]))
     gl.run()
@@ -505,3 +505,116 @@ def test_the_stall_guard_is_off_at_zero():
 
     gl, member, _, _ = stalled_run({20: stall}, stall=0.0)
     assert member.looks == [] and gl.renewals == 0
+
+
+def test_a_second_look_that_finds_another_partition_behind_starts_over():
+    def late(p):  # a record lands on partition p just before a look; the consumer fetches it
+        def hide(m):  # at the next poll (kafka-python's highwater moves only inside a poll)
+            m.group.partitions[p].append(event(p, len(m.group.partitions[p])))
+            m.stuck_parts = {p}
+        return hide
+
+    def show(m):
+        m.stuck_parts = set()
+
+    gl, member, _, _ = stalled_run({24: late(0), 26: show, 29: late(1), 31: show}, last=60)
+    # the look at 25 finds [0] behind, the one at 30 finds [1] behind (and [0] fed at 26): each
+    # partition moved on once it was fetched, so neither finding is confirmed (before, the second
+    # finding renewed); at 35 neither is idle
+    assert member.looks[:3] == [15.0, 25.0, 30.0]
+    assert gl.renewals == 0 and member.renewed == []
+
+
+def test_a_partition_waiting_behind_a_backlog_is_not_idle():
+    def backlog(m):  # partition 1 always holds more than a poll takes; 0 is not fetched meanwhile
+        grow(m)
+        m.stuck_parts = {0}
+
+    def feed_1(m):
+        grow(m, 20)
+
+    script = {i: feed_1 for i in range(21, 120)}
+    script[20] = backlog
+    gl, member, _, _ = stalled_run(script, last=120)
+    assert gl.renewals == 0 and member.renewed == []  # every poll came back full: not a stall
+
+
+def test_a_loop_held_longer_than_the_wait_does_not_count_the_hold_as_a_stall():
+    def held(m):  # a long checkpoint or restore: no poll for 30 s; records came meanwhile
+        m.clock[0] += 30.0
+        grow(m)
+        m.stuck_parts = {0}  # not fetched by this poll (its fetch comes with the next ones)
+
+    def show(m):
+        m.stuck_parts = set()
+
+    gl, member, _, _ = stalled_run({20: held, 23: show}, last=80)
+    assert 50.0 not in member.looks  # no look right after the hold: it re-armed the wait
+    assert gl.renewals == 0 and member.renewed == []
+
+
+class Wedged(Stalling):
+    """Every consumer, the renewed ones too, is wedged from poll 20 on (say, the group coordinator
+    stays away): it is given its partitions but fetches nothing."""
+
+    def poll(self, max_records=500, timeout=0.0):
+        if self.polls >= 19:
+            if self.polls == 19:
+                grow(self)
+            self.polls += 1
+            self.clock[0] += 1.0
+            if self.polls >= self.last:
+                self.stop.set()
+            while self.pending:
+                what, parts = self.pending.pop(0)
+                getattr(self.listener, what)(parts)
+            return []
+        return super().poll(max_records, timeout)
+
+    def renew(self):
+        self.renewed.append(self.clock[0])
+        self.fetched, self.next = {}, {p: 0 for p in self.group.partitions}
+        self.pending.append(("assigned", sorted(self.group.partitions)))
+
+
+def test_renewals_that_bring_no_record_wait_twice_as_long_each_time(caplog):
+    gl, member, _, _ = stalled_run({}, last=200, kind=Wedged)
+    # the first renewal at 30; the looks after a renewal wait 10, 20, 40 s (then the second
+    # look 5 s later): not a renewal every 15 s for as long as it lasts
+    assert member.renewed == [30.0, 46.0, 71.0, 116.0], member.renewed  # assigned at 31, 47, ...
+    assert "again without a record since the last renewal; the next look in 40 s" in caplog.text
+
+
+def test_a_look_that_fails_is_no_answer_and_the_learner_goes_on(caplog):
+    def stall(m):
+        grow(m)
+        m.stuck = True
+
+        def broken(partitions):
+            m.looks.append(m.clock[0])
+            raise RuntimeError("NetworkSelector closed!")
+        m.fresh_ends = broken
+
+    gl, member, _, _ = stalled_run({20: stall}, last=80)
+    assert gl.renewals == 0 and member.renewed == [] and len(member.looks) >= 3
+    assert "could not ask the broker: RuntimeError: NetworkSelector closed!" in caplog.text
+
+
+def test_a_stop_during_the_look_saves_the_shards_and_renews_nothing():
+    def stall(m):
+        grow(m)
+        m.stuck = True
+
+    def stop_at_second_look(m):
+        inner = m.fresh_ends
+
+        def look(partitions):
+            out = inner(partitions)
+            if len(m.looks) == 3:  # the look that confirms the stall
+                m.stop.set()
+            return out
+        m.fresh_ends = look
+
+    gl, member, group, store = stalled_run({20: stall, 21: stop_at_second_look})
+    assert member.renewed == [] and gl.renewals == 0
+    assert merged(store).events == 40 + 25 - 5  # every record read is saved (5 dead letters)

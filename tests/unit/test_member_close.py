@@ -230,3 +230,76 @@ def test_a_kafka_python_selector_closed_while_leaving_is_logged(caplog):
     with caplog.at_level(logging.WARNING):
         member.close()
     assert "NetworkSelector closed!" in caplog.text
+
+
+@pytest.mark.parametrize(("state", "joined"), [("UNJOINED", False), ("REBALANCING", True),
+                                               ("STABLE", True), (None, True)])
+def test_kafka_python_membership_reads_its_coordinators_state(state, joined):
+    """kafka-python's member states are plain strings ('<unjoined>'), not an enum: the stall
+    guard's 'not in the group' once never held for that client (a review found it)."""
+    from types import SimpleNamespace
+
+    from kafka.coordinator.base import MemberState
+
+    from streambayes.runtime.kafka.member_kafka_python import MemberSource
+
+    member = object.__new__(MemberSource)
+    coordinator = SimpleNamespace(state=getattr(MemberState, state)) if state else None
+    member._consumer = SimpleNamespace(_coordinator=coordinator)
+    assert member.joined() is joined
+
+
+def test_confluent_membership_is_a_member_id():
+    from types import SimpleNamespace
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    from streambayes.runtime.kafka.member_confluent import MemberSource
+
+    member = object.__new__(MemberSource)
+    member._consumer = SimpleNamespace(memberid=lambda: "rdkafka-1")
+    assert member.joined()
+    member._consumer = SimpleNamespace(memberid=lambda: None)
+    assert not member.joined()
+
+    def gone():
+        raise RuntimeError("Consumer closed")
+    member._consumer = SimpleNamespace(memberid=gone)
+    assert not member.joined()
+    member._consumer = SimpleNamespace(memberid=lambda: (_ for _ in ()).throw(
+        KafkaException(KafkaError(KafkaError._TRANSPORT))))
+    assert not member.joined()
+
+
+class _Closable:
+    def __init__(self) -> None:
+        self.closed = 0
+
+    def close(self, **kwargs) -> None:
+        self.closed += 1
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_renew_closes_the_old_consumer_forgets_its_positions_and_keeps_the_listener(client,
+                                                                                  monkeypatch):
+    """The stall guard's renewal: the old consumer is closed (its listener detached first, so
+    its revoke reaches no shard), what it knew of positions and partitions is forgotten, and the
+    new consumer reports to the same learner."""
+    if client == "kafka-python":
+        from streambayes.runtime.kafka.member_kafka_python import MemberSource
+    else:
+        from streambayes.runtime.kafka.member_confluent import MemberSource
+    old, new, learner, seen = _Closable(), object(), object(), []
+    member = object.__new__(MemberSource)
+    member.topic, member._consumer, member.listener, member._next = "t", old, learner, {0: 5}
+    member._owned = {0}
+
+    def subscribed():
+        seen.append(member.listener)  # the old one was closed with no listener on it
+        return new
+    monkeypatch.setattr(member, "_subscribed", subscribed)
+    member.renew()
+    assert old.closed == 1 and seen == [None]
+    assert member._consumer is new and member.listener is learner and member._next == {}
+    if client == "kafka-python":
+        assert member._owned == set()

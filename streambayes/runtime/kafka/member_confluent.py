@@ -8,17 +8,20 @@ assignment (``incremental_assign``), which is librdkafka's way to seek at assign
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from streambayes.errors import BrokerError
 from streambayes.runtime.kafka.bounded import CLOSE_SECONDS, bounded
 from streambayes.runtime.kafka.confluent import _consumer_config, _ErrorLog, _poll, _usable, commit_for_lag
+from streambayes.runtime.kafka.options import split
 from streambayes.runtime.records.sources import Record
 from streambayes.runtime.retry import Backoff
 
@@ -116,31 +119,31 @@ class MemberSource:
 
     def fresh_ends(self, partitions: list[int], timeout: float = FRESH_SECONDS
                    ) -> dict[int, int] | None:
-        """End offsets of ``partitions`` as a new, short-lived client gets them from the broker
-        now ({} for none: the broker answered), or None when it does not answer within
+        """End offsets of ``partitions`` as a new, short-lived admin client gets them from the
+        broker now ({} for none: the broker answered), or None when it does not answer within
         ``timeout`` s in all. Not this member's consumer: the stall guard asks because that one
-        may be wedged."""
+        may be wedged; an admin client (ListOffsets), so no group of its own is looked up (no
+        coordinator request, nothing for a group ACL to refuse)."""
         deadline = time.monotonic() + timeout
-        config = {**self._config, "group.id": f"{self.group}.stall-guard",
+        config = {**split("confluent", self._config, {}, "admin"),
                   "error_cb": _ErrorLog(f"stall guard of {self.group} on {self.topic}")}
-        probe = None
         try:
-            probe = Consumer(config)
-            probe.list_topics(self.topic, timeout=timeout)
+            admin = AdminClient(config)
+            if not partitions:  # does the broker answer at all
+                admin.list_topics(self.topic, timeout=timeout)
+                return {}
+            futures = admin.list_offsets({TopicPartition(self.topic, p): OffsetSpec.latest()
+                                          for p in partitions}, request_timeout=timeout)
             ends = {}
-            for p in partitions:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                ends[p] = probe.get_watermark_offsets(TopicPartition(self.topic, p), timeout=left)[1]
+            for tp, future in futures.items():
+                ends[tp.partition] = future.result(timeout=max(0.0, deadline - time.monotonic())
+                                                   ).offset
             return ends
-        except KafkaException as exc:
-            logger.info("the broker did not give the end offsets of %s: %s", self.topic,
-                        exc.args[0].str())
+        except (KafkaException, concurrent.futures.TimeoutError) as exc:
+            why = exc.args[0].str() if isinstance(exc, KafkaException) and exc.args and \
+                isinstance(exc.args[0], KafkaError) else f"no answer in {timeout:g} s"
+            logger.info("the broker did not give the end offsets of %s: %s", self.topic, why)
             return None
-        finally:
-            if probe is not None:
-                bounded(probe.close, CLOSE_SECONDS, "closing the stall guard's client")
 
     def joined(self) -> bool:
         """Whether the consumer is a member of the group now (it has a member id)."""

@@ -18,6 +18,7 @@ from typing import Any
 from kafka import TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+from kafka.coordinator.base import MemberState
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
@@ -217,11 +218,12 @@ class MemberSource:
 
     def joined(self) -> bool:
         """Whether the consumer is in the group or joining it (kafka-python has no public call:
-        its coordinator's state, UNJOINED only when it is not; if that shape changes, taken as
-        joined, so the stall guard then never renews an idle member)."""
+        its coordinator's state, ``MemberState.UNJOINED`` only when it is not, compared as
+        kafka-python compares it: the states are plain strings there, ``'<unjoined>'``; no state
+        at all is taken as joined, so the stall guard then never renews an idle member)."""
         coordinator = getattr(self._consumer, "_coordinator", None)
         state = getattr(coordinator, "state", None)
-        return state is None or getattr(state, "name", "") != "UNJOINED"
+        return state is None or state != MemberState.UNJOINED
 
     def renew(self) -> None:
         """Leave the group and join it again with a new consumer (the group learner's stall guard:

@@ -55,7 +55,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from streambayes.errors import BrokerError, UsageError
+from streambayes.errors import BrokerError, NetworkUnavailable, UsageError
 from streambayes.runtime.loops.checkpoint import checkpoint_in_order
 from streambayes.runtime.loops.learn import IDLE_POLL_SECONDS, LearnLoop, LearnStats
 from streambayes.runtime.records.decode import Decoder
@@ -66,6 +66,7 @@ from streambayes.snapshot.store import BaseSnapshotStore, SnapshotInfo
 logger = logging.getLogger(__name__)
 SHARD_PREFIX = "partition-"
 RECHECK_SECONDS = 5.0  # the stall guard's second look, after a first one found a stall
+MAX_GUARD_WAIT = 16  # renewals that bring no record: the wait doubles up to this many stall_seconds
 
 
 def shard_name(topic: str, partition: int) -> str:
@@ -187,7 +188,10 @@ class GroupLearner:
         self._fed_at: dict[int, float] = {}  # held partition -> when it last had records
         self._empty_since: float | None = clock()  # since when no shard is held (None: held)
         self._look_at = -float("inf")  # the guard looks no sooner than this
-        self._suspect = False  # the guard's first look found a stall
+        self._suspect: dict[int, int] = {}  # what a first look found behind: partition -> its end
+        self._short_at = -float("inf")  # when a poll last returned fewer records than it asked
+        self._guarded_at = clock()  # when the guard last ran (a longer gap: the loop was held)
+        self._guard_wait = stall_seconds  # after a renewal: doubles while renewals bring nothing
         self.renewals = 0  # consumers the guard replaced
         source.listener = self
 
@@ -200,7 +204,7 @@ class GroupLearner:
             offsets[p] = self.shards[p].view.next
             self._fed_at[p] = self.clock()  # a new assignment: its first fetch may take a while
         if partitions:
-            self._empty_since, self._suspect = None, False
+            self._empty_since, self._suspect = None, {}
         logger.info("assigned %s[%s] at %s", self.topic, ",".join(map(str, sorted(partitions))),
                     offsets)
         return offsets
@@ -263,7 +267,10 @@ class GroupLearner:
         logger.info("joining the group on %s (shards in %s)", self.topic, self.store)
         try:
             while not self.stop.is_set():
-                records = self.source.poll(self._want(), timeout=IDLE_POLL_SECONDS)
+                want = self._want()
+                records = self.source.poll(want, timeout=IDLE_POLL_SECONDS)
+                if len(records) < want:  # the consumer had no more to give (not a backlog)
+                    self._short_at = self.clock()
                 self.learn(records)
                 self._guard()
                 if self._since and (self._since >= self.every
@@ -290,66 +297,106 @@ class GroupLearner:
 
     def _guard(self) -> None:
         """The stall guard (see the module): due when a held shard has had no record for
-        ``stall_seconds``, or no shard has been held that long; then a new client asks the broker
-        (:meth:`_stalled`), and a stall found twice renews the consumer."""
+        ``stall_seconds`` while the polls come back short, or no shard has been held that long;
+        then a new client asks the broker (:meth:`_stalled`), and a second look that finds the same
+        partition still short of the end the first look saw renews the consumer."""
         if not self.stall_seconds or self.stop.is_set():
             return
         now = self.clock()
+        gap, self._guarded_at = now - self._guarded_at, now
+        if gap > self.stall_seconds:  # the loop itself was held (a long checkpoint or restore):
+            for p in self._fed_at:  # what it did not poll for meanwhile is no stall
+                self._fed_at[p] = now
+            self._suspect = {}
+            return
         if now < self._look_at:
             return
         if self.shards:
+            # idle: no record for stall_seconds, and a poll came back short since then and lately
+            # (a wedged consumer's polls are empty; a backlogged one's full, and a partition
+            # waiting behind another's records is not idle)
+            recent = now - RECHECK_SECONDS
             quiet = {p: now - self._fed_at.get(p, now) for p in self.shards}
-            idle = sorted(p for p, s in quiet.items() if s >= self.stall_seconds)
+            idle = sorted(p for p, s in quiet.items() if s >= self.stall_seconds
+                          and self._short_at >= max(self._fed_at.get(p, now), recent))
             silent = max(quiet.values())
+            due = bool(idle)
         else:
             if self._empty_since is None:
                 self._empty_since = now
             idle, silent = [], now - self._empty_since
-        if not idle and silent < self.stall_seconds:  # records come in: a first look is void
-            self._suspect = False
+            due = silent >= self.stall_seconds
+        if not due:  # records come in: a first look is void
+            self._suspect = {}
             return
-        stalled = self._stalled(idle)
-        if stalled is None:
-            self._suspect, self._look_at = False, now + self.stall_seconds
-        elif not self._suspect:
-            self._suspect, self._look_at = True, now + RECHECK_SECONDS
-        else:
-            self._renew(stalled, silent)
+        try:
+            behind = self._stalled(idle)
+        except Exception as exc:  # noqa: BLE001 (the guard is advice: a look that fails is no answer)
+            logger.warning("the stall guard of %s could not ask the broker: %s: %s", self.topic,
+                           type(exc).__name__, exc)
+            behind = None
+        if not behind:
+            self._suspect, self._look_at = {}, now + self.stall_seconds
+            return
+        # a second look renews for a partition the first one found behind that has not reached
+        # the end seen then (another partition behind now, or one that moved on, starts over)
+        confirmed = [why for p, (end, why) in behind.items() if p in self._suspect and
+                     (p not in self.shards or (self.shards[p].view.next or 0) < self._suspect[p])]
+        if not confirmed:
+            self._suspect = {p: end for p, (end, _why) in behind.items()}
+            self._look_at = now + RECHECK_SECONDS
+            return
+        self._renew("; ".join(confirmed), silent)
 
-    def _stalled(self, idle: list[int]) -> str | None:
-        """What is wrong, or None: an idle held partition whose end at the broker is past both
-        the shard's next offset and the end the consumer last fetched (it is not fetching), or
-        no partition held and no membership while the broker answers (it cannot rejoin)."""
+    def _stalled(self, idle: list[int]) -> dict[int, tuple[int, str]] | None:
+        """What is wrong, or None: each idle held partition whose end at the broker is past both
+        the shard's next offset and the end the consumer last fetched (it is not fetching), with
+        that end and why; or (key ``-1``) no partition held and no membership while the broker
+        answers (it cannot rejoin)."""
         fresh = self.source.fresh_ends(idle)
         if fresh is None:  # the broker does not answer: the consumer waits for it as it should
             return None
         if not self.shards:
-            return None if self.source.joined() else "no partition held and not in the group"
+            return None if self.source.joined() else {-1: (0, "no partition held and not in "
+                                                              "the group")}
         fetched = self.source.known_ends()
-        behind = []
+        behind = {}
         for p in idle:
             end, nxt = fresh.get(p, -1), self.shards[p].view.next or 0
             if end > max(nxt, fetched.get(p, -1)):
-                behind.append(f"[{p}] next {nxt}, last fetched end {fetched.get(p, -1)}, "
-                              f"end now {end}")
-        return "; ".join(behind) or None
+                behind[p] = (end, f"[{p}] next {nxt}, last fetched end {fetched.get(p, -1)}, "
+                                  f"end now {end}")
+        return behind or None
 
     def _renew(self, stalled: str, silent: float) -> None:
         """Checkpoint and drop every shard (as a revoke does), then join the group again with a
-        new consumer."""
+        new consumer; the next look waits twice as long as the last while renewals bring no
+        record (a cluster whose group coordinator stays away is not hammered)."""
         logger.warning("%s: no record for %.0f s and %s: the consumer is not fetching; "
                        "checkpointing the shards and joining the group again with a new "
-                       "consumer", self.topic, silent, stalled)
+                       "consumer%s", self.topic, silent, stalled,
+                       "" if self._guard_wait <= self.stall_seconds else
+                       f" (again without a record since the last renewal; the next look in "
+                       f"{min(2 * self._guard_wait, MAX_GUARD_WAIT * self.stall_seconds):.0f} s)")
         held = sorted(self.shards)
         self.checkpoint(held)  # keep=False: a shard another member wrote is dropped, not taken
         for p in held:
             if p in self.shards:
                 self._drop(p)
         self._since = 0
-        self.source.renew()
+        self._suspect = {}
+        if self.stop.is_set():  # stopping: the shards are saved, the loop ends next
+            return
+        try:
+            self.source.renew()
+        except NetworkUnavailable:
+            if self.stop.is_set():  # stopped while the new consumer was connecting
+                return
+            raise
         self.renewals += 1
-        self._suspect, self._empty_since = False, self.clock()
-        self._look_at = self._empty_since + self.stall_seconds
+        self._empty_since = self._guarded_at = self.clock()
+        self._look_at = self._empty_since + self._guard_wait
+        self._guard_wait = min(2 * self._guard_wait, MAX_GUARD_WAIT * self.stall_seconds)
 
     def _want(self) -> int:
         """Growing polls (1, 2, 4, ... records) while the member's shards are new, as one learner
@@ -369,6 +416,7 @@ class GroupLearner:
             shard = self.shards.get(p)
             if p in self._fed_at:
                 self._fed_at[p] = now  # the consumer fetches it (even records learned before)
+                self._guard_wait = self.stall_seconds  # a renewal, if any, worked
             if shard is None:
                 logger.debug("skipped %d records of %s[%d]: not held", len(part), self.topic, p)
                 continue
