@@ -1,9 +1,14 @@
 """Predictor latency on a local broker: input to posterior, histogram per mode, backend and load.
 
-One broker is started for the run (``streambayes.devtools.broker``'s order; the run prints which),
-an Apache Kafka one with Kafka's stock heap, ``-Xmx1G -Xms1G`` (``STREAMBAYES_BROKER_HEAP_OPTS``;
-the tests' broker starts with 128 MB, whose young collections every ~3 s, 11-17 ms each, stall
-both topics at once), and first serves an unreported warm-up run. A model is trained on the SMS
+One broker is started for the run (``streambayes.devtools.broker``'s order; the run prints which);
+when the devtools start an Apache Kafka one here, it gets Kafka's stock heap, ``-Xmx1G -Xms1G``
+(``STREAMBAYES_BROKER_HEAP_OPTS``; the tests' broker starts with 128 MB, whose young collections
+every ~3 s, 11-17 ms each, stall both topics at once). A warm-up run comes first (``--warmup``, 30
+s at 2,000 events/s), reported on its own line and not in the table: on a new broker the first
+runs' latencies fell run by run over some 40 s of load (p50 1.5-2.6 s in an 8 s warm-up, then 75,
+24, 6 ms in the next three runs), the JVM compiling its hot paths; then every client, mode and
+load runs ``--repeats`` times (3), round by round, and the table gives the medians and the p99's
+range. A model is trained on the SMS
 Spam Collection; for each client backend and offered load, a ``streambayes predict`` process
 (the CLI, in its own process as deployed) serves a fresh 1-partition topic while this process
 offers unlabelled SMS events at a steady pace (a tick every 2 ms, confluent producer,
@@ -376,6 +381,27 @@ def _echo(args: list[str]) -> int:
     return 0
 
 
+def _median_rows(results: list[dict]) -> list[list[str]]:
+    """One row per (client, mode, rate): the median over its repeats of each figure, and the
+    range of the p99 (the figure the target names)."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in results:
+        groups.setdefault((r["client"], r["mode"], r["rate"]), []).append(r)
+    rows = []
+    for (client, mode, _rate), runs in groups.items():
+        def med(key: str, runs: list[dict] = runs) -> float:
+            return float(np.median([r.get(key, float("nan")) for r in runs]))
+
+        p99s = [r.get("p99", float("nan")) for r in runs]
+        rows.append([client, mode, f"{med('offered'):,.0f}",
+                     f"{sum(r['got'] for r in runs):,}/{sum(r['n'] for r in runs):,}", str(len(runs)),
+                     *(f"{med(k):.1f}" for k in ("p50", "p90", "p99")),
+                     f"{min(p99s):.1f}–{max(p99s):.1f}", f"{med('max'):.1f}",
+                     f"{med('produced_p99'):.1f}", f"{med('cpu_ms_per_event'):.2f}",
+                     f"{max(r['gc_max_ms'] for r in runs):.1f}"])
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "serve":
@@ -387,8 +413,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--other-rate", type=float, default=2000.0,
                     help="offered load of the flush/batch and exactly-once runs")
     ap.add_argument("--seconds", type=float, default=6.0)
-    ap.add_argument("--warmup", type=float, default=8.0,
-                    help="seconds of a first, unreported run (at --other-rate)")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="runs of each client, mode and load, round by round (the table: medians)")
+    ap.add_argument("--warmup", type=float, default=30.0,
+                    help="seconds of a first run at --other-rate, reported apart (a new broker's "
+                         "JVM compiles its hot paths under the first tens of seconds of load)")
     args = ap.parse_args(argv)
     clients = [c for c in args.backends.split(",") if c]
     rates = [float(r) for r in args.rates.split(",") if r]
@@ -398,7 +427,8 @@ def main(argv: list[str] | None = None) -> int:
     from streambayes.config import Settings
 
     print(f"python {sys.version.split()[0]}; clients {versions}; load {os.getloadavg()[0]:.1f}; "
-          f"default client (STREAMBAYES_KAFKA_CLIENT): {Settings().kafka_client}", flush=True)
+          f"default client (STREAMBAYES_KAFKA_CLIENT): {Settings().kafka_client}; "
+          f"{args.repeats} rounds", flush=True)
     texts, _labels = load_sms_spam()
     results = []
     # the broker started here gets Kafka's own heap (its start scripts' -Xmx1G -Xms1G), not the
@@ -410,29 +440,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"broker: {info}", flush=True)
         snaps = Path(tmp) / "snaps"
         trained_snapshot(snaps)
-        if args.warmup > 0:  # the broker's JVM is slow at first: a run that is not reported
-            run_one(info.bootstrap, snaps, clients[0], "at-least-once", args.other_rate,
-                    args.warmup, texts, Path(tmp) / "predictor.log")
-        for client in clients:
-            for mode in modes:
-                for rate in (rates if mode in ("at-least-once", "echo") else [args.other_rate]):
-                    r = run_one(info.bootstrap, snaps, client, mode, rate, args.seconds, texts,
-                                Path(tmp) / "predictor.log")
-                    results.append(r)
-                    print(json.dumps(r), flush=True)
+        if args.warmup > 0:  # the broker's JVM is slow at first: a run reported apart
+            warm = run_one(info.bootstrap, snaps, clients[0], "at-least-once", args.other_rate,
+                           args.warmup, texts, Path(tmp) / "predictor.log")
+            print(f"warm-up ({warm['client']}, {args.warmup:g} s at {args.other_rate:,.0f}/s, not "
+                  f"in the table): p50 {warm.get('p50', float('nan')):.1f} ms, p99 "
+                  f"{warm.get('p99', float('nan')):.1f} ms", flush=True)
+        plan = [(client, mode, rate) for client in clients for mode in modes
+                for rate in (rates if mode in ("at-least-once", "echo") else [args.other_rate])]
+        for round_ in range(args.repeats):  # round by round: the machine drifts
+            for client, mode, rate in plan:
+                r = run_one(info.bootstrap, snaps, client, mode, rate, args.seconds, texts,
+                            Path(tmp) / "predictor.log")
+                results.append({**r, "round": round_})
+                print(json.dumps(results[-1]), flush=True)
         for line in (Path(tmp) / "predictor.log").read_text().splitlines():
             if "transactions committed" in line:
                 print("exactly-once:", line.split(": ", 1)[-1])
         if any(r["got"] < r["n"] for r in results):
             print((Path(tmp) / "predictor.log").read_text()[-3000:])
-    rows = [[r["client"], r["mode"], f"{r['offered']:,.0f}", f"{r['got']:,}/{r['n']:,}",
-             *(f"{r.get(k, float('nan')):.1f}" for k in ("p50", "p90", "p99", "max")),
-             f"{r['produced_p50']:.1f}", f"{r['produced_p99']:.1f}", f"{r['cpu_ms_per_event']:.2f}",
-             f"{r['gc_max_ms']:.1f}"] for r in results]
-    print_table("predictor latency, ms (sent→readable by a read_committed reader; "
-                "sent→produced: the posterior's timestamp)",
-                ["client", "mode", "offered/s", "posteriors", "p50", "p90", "p99", "max",
-                 "produced p50", "produced p99", "CPU ms/event", "GC max ms (load)"], rows)
+    print_table(f"predictor latency, ms, median of {args.repeats} runs (sent→readable by a "
+                "read_committed reader; produced: the posterior's timestamp)",
+                ["client", "mode", "offered/s", "posteriors", "runs", "p50", "p90", "p99",
+                 "p99 range", "max", "produced p99", "CPU ms/event", "GC max ms (load)"],
+                _median_rows(results))
     print(f"load average after the run: {os.getloadavg()}")
     return 0
 

@@ -147,11 +147,12 @@ def test_the_predictor_scores_each_batch_once_for_posteriors_and_clues(tmp_path,
     calls = []
     scoring = NaiveBayesBase.joint_log_likelihood_many
     monkeypatch.setattr(NaiveBayesBase, "joint_log_likelihood_many",
-                        lambda self, X: calls.append(1) or scoring(self, X))
+                        lambda self, X: calls.append(X.n) or scoring(self, X))
     loop, sink = _predictor(tmp_path, lines, 3)
     loop.run()
     served = [json.loads(v) for v in sink.values("out")]
-    assert len(served) == 200 and len(calls) == 2  # two batches of 100, one scoring each
+    # the warm-up's one event at load, then two batches of 100, one scoring each
+    assert len(served) == 200 and calls == [1, 100, 100]
     texts = [{"text": x["text"]} for x in xs[600:]]
     assert [p["clues"] for p in served] == [[list(c) for c in model.clues_one(x, 3)]
                                             for x in texts]
@@ -177,7 +178,7 @@ def test_the_predictor_scores_each_batch_once_for_posteriors_and_clues(tmp_path,
     loop.run()  # the same clues, as lists; scored once a batch all the same
     assert all(isinstance(c, list) for c in sent) and "clue JSON failed" in caplog.text
     assert timeless(sink.values("out")) == timeless(json.dumps(p) for p in served)
-    assert len(calls) == 2 + 2  # one scoring a batch in each run
+    assert calls == [1, 100, 100] * 2  # one scoring a batch in each run (and the warm-up)
     monkeypatch.undo()
     monkeypatch.setattr(NaiveBayesBase, "joint_log_likelihood_many",
                         lambda self, X: calls.append(1) or scoring(self, X))

@@ -38,7 +38,7 @@ from streambayes.runtime.loops.shards import (
     open_stores,
     store_options,
 )
-from streambayes.runtime.loops.watcher import ModelWatcher  # noqa: E402 (re-exported)
+from streambayes.runtime.loops.watcher import ModelWatcher, Reloader  # noqa: E402 (re-exported)
 from streambayes.runtime.records.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.records.events import DeadLetter, PosteriorJSON, clue_json
 from streambayes.runtime.records.sinks import MessageTooLarge, Sink
@@ -153,27 +153,40 @@ class PredictLoop:
         self.wait_for_model()
         self._loaded()
         start = last_check = self.clock()
-        while not self.stop.is_set() and self.watcher.current is not None:
-            if self.clock() - last_check >= self.reload_seconds:
-                last_check = self.clock()
-                if self.watcher.check():
+        reloader = Reloader(self.watcher)  # newer snapshots loaded on its thread, swapped here
+        try:
+            while not self.stop.is_set() and self.watcher.current is not None:
+                if self.clock() - last_check >= self.reload_seconds:
+                    last_check = self.clock()
+                    reloader.start()
+                loaded = reloader.take()
+                if loaded is not None and self.watcher.adopt(loaded):
                     self.stats.reloads += 1
                     self._loaded()
-            if self.observer is not None:
-                self.observer.tick()
-            wait = min(0.2, self.reload_seconds, self.settler.wait())
-            records = self.source.poll(self.batch_size, timeout=wait)
-            if records:
-                self._serve(records)
-            elif self.stop_at_end:
-                break
-            elif self.settler.pending():
-                self._settle()
+                if not self._step():
+                    break
+        finally:
+            reloader.wait(0.0 if self.stop.is_set() else 5.0)
         if self.settler.pending():
             self._settle(force=True)
         self.stats.seconds = self.clock() - start
         self.stats.snapshot = self.watcher.current.label if self.watcher.current else None
         return self.stats
+
+    def _step(self) -> bool:
+        """One poll and the batch it brought served (with nothing: what is due settled); False
+        when the source has ended and the loop stops there."""
+        if self.observer is not None:
+            self.observer.tick()
+        wait = min(0.2, self.reload_seconds, self.settler.wait())
+        records = self.source.poll(self.batch_size, timeout=wait)
+        if records:
+            self._serve(records)
+        elif self.stop_at_end:
+            return False
+        elif self.settler.pending():
+            self._settle()
+        return True
 
     def _loaded(self) -> None:
         """A model was loaded: tell the observer; freeze the collector (tails) when asked."""
