@@ -7,7 +7,10 @@ where words start and end, and :func:`murmur3_32` hashes every word at once, fou
 ``stable_hash(word)`` (MurmurHash3_x86_32, seed 0, of the UTF-8 bytes, which for ASCII are the
 characters); a test checks them against ``mmh3`` on real mail and on generated text. Words
 longer than ``LONG_WORD`` bytes (base64 lines, long digit runs) are hashed one by one with ``mmh3``,
-so a single huge word cannot make the block loop long.
+so a single huge word cannot make the block loop long. A batch of at most ``SMALL_CHARS``
+characters (a predictor's few events) skips the passes: each text is tokenized and its words
+hashed one by one through the hasher's cache, which costs less than the passes' fixed cost there;
+the tests run every case both ways.
 
 >>> indptr, ids = ascii_word_ids(["Hello world", "", "hello"], lowercase=True, mask=2**32 - 1)
 >>> indptr.tolist(), ids.tolist() == [stable_hash("hello"), stable_hash("world"), stable_hash("hello")]
@@ -28,6 +31,10 @@ LONG_WORD = 64  # bytes; longer words are hashed by mmh3 one at a time
 # a batch of at most this many words is hashed by mmh3 one word at a time (the predictor's small
 # batches): 4 against 50 us for one SMS; the block loop wins from some 450 words on
 FEW_WORDS = 256
+# a batch of at most this many characters is tokenized text by text and hashed word by word (the
+# hasher's cache): the numpy passes' fixed cost is most of a few texts' time (4 SMS, 374 chars:
+# 50 against 118 us with the places; 16 SMS, 1,434 chars: 132 against 324 us)
+SMALL_CHARS = 2048
 # characters per numpy pass: the pass's arrays take some 30 bytes per character, so a big batch of
 # long texts is hashed in several passes (the same ids) and never holds them all at once
 CHUNK_CHARS = 1 << 15
@@ -100,6 +107,11 @@ def text_ids(texts: list[str], tokenizer: Tokenizer, hasher: FeatureHasher, plac
     plain ``\\w+`` words (:attr:`Tokenizer.plain_words`), the others word by word. With
     ``places``, a :class:`TokenPlaces` that names any of the words without tokenizing again."""
     mask = hasher.n_features - 1
+    if sum(map(len, texts)) <= SMALL_CHARS:  # a few texts: word by word costs less
+        words = [tokenizer(t) for t in texts]
+        indptr = _indptr([len(w) for w in words])
+        ids = hasher.bucket_array([w for row in words for w in row])
+        return indptr, ids, TokenPlaces.of(indptr, indptr[:-1], [], words) if places else None
     if tokenizer.plain_words:
         texts = _spaced_symbols(texts)
     fast = [i for i, t in enumerate(texts) if t.isascii()] if tokenizer.plain_words else []
@@ -322,4 +334,5 @@ def _rotl_inplace(x: np.ndarray, r: int, tmp: np.ndarray) -> None:
     x |= tmp
 
 
-__all__ = ["LONG_WORD", "TokenPlaces", "ascii_word_ids", "murmur3_32", "stable_hash", "text_ids"]
+__all__ = ["LONG_WORD", "SMALL_CHARS", "TokenPlaces", "ascii_word_ids", "murmur3_32", "stable_hash",
+           "text_ids"]

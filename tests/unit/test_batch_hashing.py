@@ -15,7 +15,7 @@ from pathlib import Path
 import mmh3
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streambayes.errors import FeatureError
@@ -24,6 +24,15 @@ from streambayes.features.ascii_words import murmur3_32
 from streambayes.features.hashing import FeatureHasher
 
 N_FEATURES = 2**20
+
+
+@pytest.fixture(autouse=True, params=["text by text", "numpy passes"])
+def text_path(request, monkeypatch):
+    """Every test on both ways of a batch's words: text by text (batches of at most SMALL_CHARS
+    characters: the predictor's small batches) and the numpy passes (forced for any batch)."""
+    if request.param == "numpy passes":
+        monkeypatch.setattr(ascii_words, "SMALL_CHARS", -1)
+    return request.param
 
 
 def reference(texts: list[str], n_features: int = N_FEATURES) -> tuple[list[int], list[int]]:
@@ -93,7 +102,8 @@ x_dict = st.fixed_dictionaries({"text": st.lists(words, max_size=8).map(" ".join
                                          "lang": st.sampled_from(["en", "fr"])})
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(x_dict, max_size=10), st.booleans(), st.integers(1, 3), st.booleans(),
        st.booleans())
 def test_featurize_equals_word_by_word_hashing(xs, lowercase, min_length, keep_words, block):
@@ -116,7 +126,8 @@ def test_featurize_equals_word_by_word_hashing(xs, lowercase, min_length, keep_w
     assert sorted(b.numeric) == (["n"] if any("n" in x for x in xs) else [])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.text(max_size=60), max_size=12), st.integers(0, 20), st.integers(1, 5),
        st.sampled_from([2**4, 2**20, 2**32]))
 def test_any_texts_any_cache_bound_any_batching(texts, cache_size, batch, n_features):

@@ -8,6 +8,15 @@ import pytest
 from streambayes.features import ascii_words
 from streambayes.features.batch import Featurizer
 
+
+@pytest.fixture(autouse=True, params=["text by text", "numpy passes"])
+def text_path(request, monkeypatch):
+    """Every test on both ways of a batch's words: text by text (batches of at most SMALL_CHARS
+    characters: the predictor's small batches) and the numpy passes (forced for any batch)."""
+    if request.param == "numpy passes":
+        monkeypatch.setattr(ascii_words, "SMALL_CHARS", -1)
+    return request.param
+
 TEXTS = ["Free PRIZE!! call 0800 now", "", "naïve café — déjà vu", "a b cc ddd", "£100 cash_back",
          "x" * 70 + " long_word", "Ünïcode and ascii", "one", "   ", "tab\tand\nnew line",
          "it\x92s £5…ok", "don’t—stop ‘now’ €3"]  # (the last two: symbols only, numpy passes)
