@@ -32,12 +32,14 @@
   failure before it gives up with an error (default 120); errors that cannot succeed (a message
   too large, an authorization failure...) are not retried.
 - ``STREAMBAYES_KAFKA_STALL_SECONDS`` (default 60; 0: off): when a partition of a group-managed
-  learner has had no record for this long (or the learner has held none that long), it asks the
-  broker, with a new short-lived client, for the end offsets of those partitions. If the broker
-  has records past both its position and what its consumer last fetched, or it holds no
-  partition and is not in the group while the broker answers (a wedged consumer, seen after a
-  broker stall), and still so 5 s later, it checkpoints its shards and joins the group again
-  with a new consumer (:mod:`streambayes.runtime.loops.group`).
+  learner has had no record for this long while its polls come back short (or the learner has
+  held none that long), it asks the broker, with a new short-lived client, for the end offsets
+  of those partitions. If the broker has records past both its position and what its consumer
+  last fetched, or it holds no partition and is not in the group while the broker answers (a
+  wedged consumer, seen after a broker stall), and a look 5 s later finds the same partition
+  still short of the end seen first, it checkpoints its shards and joins the group again with a
+  new consumer; while renewals bring no record the wait doubles, up to 16 times this setting
+  (:mod:`streambayes.runtime.loops.group`).
 - ``STREAMBAYES_KAFKA_FETCH_AHEAD`` (default 4; kafka-python only): ``learn --partitions`` and
   ``replay`` of a Kafka topic fetch in a helper process, which reads at most this many batches
   of 2,000 records ahead of the learner and then waits for it; ``0`` fetches in the learner's

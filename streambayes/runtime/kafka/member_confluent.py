@@ -127,13 +127,14 @@ class MemberSource:
         deadline = time.monotonic() + timeout
         config = {**split("confluent", self._config, {}, "admin"),
                   "error_cb": _ErrorLog(f"stall guard of {self.group} on {self.topic}")}
+        held: list[AdminClient] = []  # the client, let go on a thread of its own (below)
         try:
-            admin = AdminClient(config)
+            held.append(AdminClient(config))
             if not partitions:  # does the broker answer at all
-                admin.list_topics(self.topic, timeout=timeout)
+                held[0].list_topics(self.topic, timeout=timeout)
                 return {}
-            futures = admin.list_offsets({TopicPartition(self.topic, p): OffsetSpec.latest()
-                                          for p in partitions}, request_timeout=timeout)
+            futures = held[0].list_offsets({TopicPartition(self.topic, p): OffsetSpec.latest()
+                                            for p in partitions}, request_timeout=timeout)
             ends = {}
             for tp, future in futures.items():
                 ends[tp.partition] = future.result(timeout=max(0.0, deadline - time.monotonic())
@@ -144,6 +145,8 @@ class MemberSource:
                 isinstance(exc.args[0], KafkaError) else f"no answer in {timeout:g} s"
             logger.info("the broker did not give the end offsets of %s: %s", self.topic, why)
             return None
+        finally:  # librdkafka's destroy can wait for a broker that is away: not on this thread
+            bounded(held.clear, CLOSE_SECONDS, "letting go of the stall guard's client")
 
     def joined(self) -> bool:
         """Whether the consumer is a member of the group now (it has a member id)."""

@@ -27,16 +27,21 @@ both clients: no records for good, while the consumer's last fetched end offsets
 caught up. With confluent-kafka 2.16 the debug log showed why: a metadata response after the
 stall made librdkafka decommission the one broker, the partition leader, and the client never
 found a broker again (no coordinator, no fetch). When a held partition has had no record for
-``stall_seconds`` (``STREAMBAYES_KAFKA_STALL_SECONDS``, default 60; 0 turns it off), or no
-partition has been held that long, a new short-lived client asks the broker for the end offsets
-of the quiet partitions. The consumer is stalled when an end is past both the shard's next offset
-and the end the consumer last fetched (one partition is enough: with several brokers, a dropped
-one stops only its own partitions), or when it holds no partition and is not a member of the
-group while the broker answers. A second look
-:data:`RECHECK_SECONDS` later that still finds it so makes the learner checkpoint and drop every
-shard and join the group again with a new consumer, whose assignment restores the shards from
-those snapshots (exact, as after any rebalance). An idle topic, an idle member of a group with
-more members than partitions, or a broker that does not answer renews nothing.
+``stall_seconds`` (``STREAMBAYES_KAFKA_STALL_SECONDS``, default 60; 0 turns it off) while the
+member's polls come back short (a backlogged member's polls are full: a partition waiting behind
+another one's records is not stalled), or no partition has been held that long, a new short-lived
+client (confluent: an admin client's ListOffsets; kafka-python: a consumer without a group) asks
+the broker for the end offsets of the quiet partitions. The consumer is stalled when an end is
+past both the shard's next offset and the end the consumer last fetched (one partition is enough:
+with several brokers, a dropped one stops only its own partitions), or when it holds no partition
+and is not a member of the group while the broker answers. A second look
+:data:`RECHECK_SECONDS` later that finds the same partition still short of the end the first
+look saw makes the learner checkpoint and drop every shard and join the group again with a new
+consumer, whose assignment restores the shards from those snapshots (exact, as after any
+rebalance). While renewals bring no record, the wait before the next look doubles (up to
+:data:`MAX_GUARD_WAIT` times ``stall_seconds``). An idle topic, an idle member of a group with
+more members than partitions, a broker that does not answer, a look that fails, and a loop held
+longer than ``stall_seconds`` by its own work (a long checkpoint or restore) renew nothing.
 
 Before writing a shard, the learner checks that the shard's newest snapshot is still the one it
 restored or wrote; if another member wrote it since (this member lost the partition for a while
@@ -302,10 +307,15 @@ class GroupLearner:
         partition still short of the end the first look saw renews the consumer."""
         if not self.stall_seconds or self.stop.is_set():
             return
+        try:
+            self._look()
+        finally:  # the guard's own time (a look waits up to 5 s for the broker) is no hold
+            self._guarded_at = self.clock()
+
+    def _look(self) -> None:
         now = self.clock()
-        gap, self._guarded_at = now - self._guarded_at, now
-        if gap > self.stall_seconds:  # the loop itself was held (a long checkpoint or restore):
-            for p in self._fed_at:  # what it did not poll for meanwhile is no stall
+        if now - self._guarded_at > self.stall_seconds:  # the loop itself was held (a long
+            for p in self._fed_at:  # checkpoint or restore): what it did not poll for is no stall
                 self._fed_at[p] = now
             self._suspect = {}
             return
@@ -376,8 +386,8 @@ class GroupLearner:
                        "checkpointing the shards and joining the group again with a new "
                        "consumer%s", self.topic, silent, stalled,
                        "" if self._guard_wait <= self.stall_seconds else
-                       f" (again without a record since the last renewal; the next look in "
-                       f"{min(2 * self._guard_wait, MAX_GUARD_WAIT * self.stall_seconds):.0f} s)")
+                       f" (again without a record since the last renewal: the next look in "
+                       f"{self._guard_wait:.0f} s at the soonest)")
         held = sorted(self.shards)
         self.checkpoint(held)  # keep=False: a shard another member wrote is dropped, not taken
         for p in held:

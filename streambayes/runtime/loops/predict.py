@@ -45,6 +45,7 @@ from streambayes.runtime.records.sinks import MessageTooLarge, Sink
 from streambayes.runtime.records.sources import FileSource, Format, Source
 
 logger = logging.getLogger(__name__)
+RELOAD_WAIT = 5.0  # seconds a stopping predictor waits for a snapshot load in flight
 
 
 @dataclass(frozen=True)
@@ -154,19 +155,17 @@ class PredictLoop:
         self._loaded()
         start = last_check = self.clock()
         reloader = Reloader(self.watcher)  # newer snapshots loaded on its thread, swapped here
-        try:
-            while not self.stop.is_set() and self.watcher.current is not None:
-                if self.clock() - last_check >= self.reload_seconds:
-                    last_check = self.clock()
-                    reloader.start()
-                loaded = reloader.take()
-                if loaded is not None and self.watcher.adopt(loaded):
-                    self.stats.reloads += 1
-                    self._loaded()
-                if not self._step():
-                    break
-        finally:
-            reloader.wait(0.0 if self.stop.is_set() else 5.0)
+        while not self.stop.is_set() and self.watcher.current is not None:
+            if self.clock() - last_check >= self.reload_seconds:
+                last_check = self.clock()
+                reloader.start()
+            loaded = reloader.take()
+            if loaded is not None and self.watcher.adopt(loaded):
+                self.stats.reloads += 1
+                self._loaded()
+            if not self._step():
+                break
+        reloader.wait(RELOAD_WAIT)  # a load in flight ends before the stores and sinks close
         if self.settler.pending():
             self._settle(force=True)
         self.stats.seconds = self.clock() - start
