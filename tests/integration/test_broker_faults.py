@@ -112,7 +112,11 @@ def _ride_out(own_broker, tmp_path, client: str) -> None:
         own_broker.resume()
         progress("after the stall")
         events = producer.finish(240)
-        wait_until(lambda: events_in(snaps) >= len(events), 180, "the learners to catch up")
+        try:
+            wait_until(lambda: events_in(snaps) >= len(events), 180, "the learners to catch up")
+        except AssertionError as exc:  # what each member was doing, for a failure in CI
+            raise AssertionError(f"{exc}: {events_in(snaps)} of {len(events)} events learned; "
+                                 + _broker_view(own_broker, topic) + members.stacks(300)) from None
         members.check()
         members.stop(120)
         committed = _Committed(bootstrap, outbox)

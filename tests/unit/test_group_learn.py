@@ -636,3 +636,72 @@ def test_a_slow_look_is_not_counted_as_a_held_loop():
 
     gl, member, _, _ = stalled_run({20: stall}, last=60, stall=4.0)
     assert gl.renewals >= 1 and member.renewed
+
+
+class Positioned(Stalling):
+    """A member whose client also tells where it fetches each partition next (kafka-python)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.positions: dict[int, int] | None = None  # None: as far as it read
+
+    def seek(self, positions):
+        self.sought = getattr(self, "sought", []) + [dict(positions[TOPIC])]
+        super().seek(positions)
+
+    def fetch_positions(self):
+        if self.positions is not None:
+            return dict(self.positions)
+        return {p: len(self.group.partitions[p]) if p not in self.stuck_parts else 0
+                for p in self.next}
+
+
+def test_a_consumer_that_knows_the_end_but_does_not_move_is_renewed():
+    """Seen in CI with kafka-python after broker restarts: its highwater current (the fetched
+    ends say caught up), its fetch position still, no record for minutes."""
+    def wedged(m):
+        before = {p: len(m.group.partitions[p]) for p in m.group.partitions}
+        grow(m)
+        m.stuck = True
+        m.fetched = {p: len(m.group.partitions[p]) for p in m.group.partitions}  # it knows
+        m.positions = before  # and stays where it was
+
+    gl, member, group, store = stalled_run({20: wedged, 150: grow}, kind=Positioned)
+    assert member.renewed == [30.0] and gl.renewals == 1
+    state, events = reference_state(group)
+    assert merged(store).events == events
+    assert state_difference(merged(store).model.to_state(), state)[0] is None
+
+
+def test_a_caught_up_consumer_past_a_trailing_marker_is_left_alone():
+    """A transactional topic ends with a commit marker: the ends and the consumer's position are
+    one past the shard's last record, and nothing more comes: an idle topic, no stall."""
+    def marker(m):
+        m.stuck = True  # nothing more to read
+        m.fetched = {p: len(m.group.partitions[p]) + 1 for p in m.group.partitions}
+        m.positions = dict(m.fetched)
+        m.fresh_ends = lambda partitions: (m.looks.append(m.clock[0]),
+                                           {p: m.fetched[p] for p in partitions})[1]
+
+    gl, member, _, _ = stalled_run({20: marker}, last=120, kind=Positioned)
+    assert gl.renewals == 0 and member.renewed == [] and len(member.looks) >= 5
+    assert len(member.sought) == 1  # read again once (the marker only came back): then left alone
+
+
+def test_a_consumer_that_moved_past_records_it_never_gave_reads_them_again(caplog):
+    """Seen in CI with kafka-python after broker restarts: the consumer's fetch position at the
+    end of the partition, the shard thousands of records behind, no record for minutes."""
+    def skip(m):
+        grow(m)
+        m.positions = {p: len(m.group.partitions[p]) for p in m.group.partitions}
+        m.next = dict(m.positions)  # it stands at the end: the new records never come
+
+    def follow(m):
+        m.positions = None  # after the seek it reports where it reads
+
+    gl, member, group, store = stalled_run({20: skip, 34: follow}, kind=Positioned)
+    assert member.sought[0] == {"0": 40, "1": 25}  # back to the shards' offsets, once
+    assert gl.renewals == 0 and "reading again from the shards' offsets" in caplog.text
+    state, events = reference_state(group)
+    assert merged(store).events == events  # every record learned, none twice
+    assert state_difference(merged(store).model.to_state(), state)[0] is None

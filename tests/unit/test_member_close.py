@@ -303,3 +303,25 @@ def test_renew_closes_the_old_consumer_forgets_its_positions_and_keeps_the_liste
     assert member._consumer is new and member.listener is learner and member._next == {}
     if client == "kafka-python":
         assert member._owned == set()
+
+
+def test_kafka_python_fetch_positions_read_its_subscription_state():
+    from types import SimpleNamespace
+
+    from kafka import TopicPartition
+    from kafka.consumer.subscription_state import TopicPartitionState
+    from kafka.structs import OffsetAndMetadata
+
+    from streambayes.runtime.kafka.member_kafka_python import MemberSource
+
+    valid, missing, other = TopicPartitionState(), TopicPartitionState(), TopicPartitionState()
+    valid.seek(OffsetAndMetadata(42, "", -1))
+    other.seek(OffsetAndMetadata(7, "", -1))
+    member = object.__new__(MemberSource)
+    member.topic = "t"
+    member._consumer = SimpleNamespace(_subscription=SimpleNamespace(assignment={
+        TopicPartition("t", 0): valid, TopicPartition("t", 1): missing,
+        TopicPartition("u", 0): other}))
+    assert member.fetch_positions() == {0: 42}
+    member._consumer = SimpleNamespace()  # another shape: unknown, not an error
+    assert member.fetch_positions() == {}

@@ -191,6 +191,18 @@ class MemberSource:
         ends = {tp.partition: self._consumer.highwater(tp) for tp in held}
         return {p: end for p, end in ends.items() if end is not None}
 
+    def fetch_positions(self) -> dict[int, int]:
+        """Where the consumer fetches each held partition next, from its subscription state
+        (past transaction markers and aborted batches; kafka-python has no call that does not
+        wait for the broker); {} if that internal shape changes (the stall guard then reads the
+        fetched ends only)."""
+        try:
+            states = list(self._consumer._subscription.assignment.items())
+            return {tp.partition: int(state.position.offset) for tp, state in states
+                    if tp.topic == self.topic and state.has_valid_position}
+        except (AttributeError, TypeError, ValueError):
+            return {}
+
     def fresh_ends(self, partitions: list[int], timeout: float = FRESH_SECONDS
                    ) -> dict[int, int] | None:
         """End offsets of ``partitions`` as a new, short-lived client gets them from the broker

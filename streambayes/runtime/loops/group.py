@@ -33,7 +33,9 @@ another one's records is not stalled), or no partition has been held that long, 
 client (confluent: an admin client's ListOffsets; kafka-python: a consumer without a group) asks
 the broker for the end offsets of the quiet partitions. The consumer is stalled when an end is
 past both the shard's next offset and the end the consumer last fetched (one partition is enough:
-with several brokers, a dropped one stops only its own partitions), or when it holds no partition
+with several brokers, a dropped one stops only its own partitions), or, with kafka-python, when
+the consumer's own fetch position stays below an end it has fetched (seen in CI after broker
+restarts: the highwater current, the position still, no record for minutes), or when it holds no partition
 and is not a member of the group while the broker answers. A second look
 :data:`RECHECK_SECONDS` later that finds the same partition still short of the end the first
 look saw makes the learner checkpoint and drop every shard and join the group again with a new
@@ -41,7 +43,11 @@ consumer, whose assignment restores the shards from those snapshots (exact, as a
 rebalance). While renewals bring no record, the wait before the next look doubles (up to
 :data:`MAX_GUARD_WAIT` times ``stall_seconds``). An idle topic, an idle member of a group with
 more members than partitions, a broker that does not answer, a look that fails, and a loop held
-longer than ``stall_seconds`` by its own work (a long checkpoint or restore) renew nothing.
+longer than ``stall_seconds`` by its own work (a long checkpoint or restore) renew nothing. A
+kafka-python consumer whose fetch position for an idle partition is past the shard's next offset
+(it moved past records the learner never got, also seen after broker restarts) is sought back to
+the shard's offset instead, once for each such position (a gap of transaction markers or aborted
+records comes back the same and is left alone).
 
 Before writing a shard, the learner checks that the shard's newest snapshot is still the one it
 restored or wrote; if another member wrote it since (this member lost the partition for a while
@@ -98,6 +104,10 @@ class MemberSource(Protocol):
 
     def known_ends(self) -> dict[int, int]:
         """End offsets of the held partitions as the consumer's last fetches saw them."""
+
+    def fetch_positions(self) -> dict[int, int]:
+        """Optional: where the consumer fetches each held partition next (past transaction
+        markers and aborted batches), when the client says so reliably ({}: unknown)."""
 
     def fresh_ends(self, partitions: list[int]) -> dict[int, int] | None:
         """End offsets of ``partitions`` a new client gets from the broker now (None: no
@@ -197,6 +207,7 @@ class GroupLearner:
         self._short_at = -float("inf")  # when a poll last returned fewer records than it asked
         self._guarded_at = clock()  # when the guard last ran (a longer gap: the loop was held)
         self._guard_wait = stall_seconds  # after a renewal: doubles while renewals bring nothing
+        self._reread: dict[int, tuple[int, int]] = {}  # partition -> (next, position) sought back
         self.renewals = 0  # consumers the guard replaced
         source.listener = self
 
@@ -340,6 +351,9 @@ class GroupLearner:
             self._suspect = {}
             return
         try:
+            if self._reread_skipped(idle, now):
+                self._suspect, self._look_at = {}, now + self.stall_seconds
+                return
             behind = self._stalled(idle)
         except Exception as exc:  # noqa: BLE001 (the guard is advice: a look that fails is no answer)
             logger.warning("the stall guard of %s could not ask the broker: %s: %s", self.topic,
@@ -358,6 +372,32 @@ class GroupLearner:
             return
         self._renew("; ".join(confirmed), silent)
 
+    def _reread_skipped(self, idle: list[int], now: float) -> bool:
+        """Seek back the idle partitions whose consumer fetch position is past the shard's next
+        offset: it moved past records the learner never got (seen with kafka-python after broker
+        restarts: its position at the end, the shard thousands of records behind, no record for
+        minutes). Once for each (next offset, position): a gap of transaction markers or aborted
+        records only comes back the same, and is left alone then. True when it sought."""
+        positions = self.source.fetch_positions() if self.shards and idle and \
+            hasattr(self.source, "fetch_positions") else {}
+        skipped = {}
+        for p in idle:
+            nxt, at = self.shards[p].view.next, positions.get(p)
+            if nxt is not None and at is not None and at > nxt and self._reread.get(p) != (nxt, at):
+                skipped[p] = (nxt, at)
+        if not skipped:
+            return False
+        logger.warning("%s: no record for %.0f s and the consumer stands past the shard's next "
+                       "offset (%s): reading again from the shards' offsets", self.topic,
+                       now - min(self._fed_at.get(p, now) for p in skipped),
+                       "; ".join(f"[{p}] next {nxt}, position {at}" for p, (nxt, at) in
+                                 sorted(skipped.items())))
+        self.source.seek({self.topic: {str(p): nxt for p, (nxt, _at) in skipped.items()}})
+        for p, pair in skipped.items():
+            self._reread[p] = pair
+            self._fed_at[p] = now  # a whole wait again before the next look at it
+        return True
+
     def _stalled(self, idle: list[int]) -> dict[int, tuple[int, str]] | None:
         """What is wrong, or None: each idle held partition whose end at the broker is past both
         the shard's next offset and the end the consumer last fetched (it is not fetching), with
@@ -370,12 +410,16 @@ class GroupLearner:
             return None if self.source.joined() else {-1: (0, "no partition held and not in "
                                                               "the group")}
         fetched = self.source.known_ends()
+        positions = self.source.fetch_positions() if hasattr(self.source, "fetch_positions") else {}
         behind = {}
         for p in idle:
-            end, nxt = fresh.get(p, -1), self.shards[p].view.next or 0
-            if end > max(nxt, fetched.get(p, -1)):
-                behind[p] = (end, f"[{p}] next {nxt}, last fetched end {fetched.get(p, -1)}, "
-                                  f"end now {end}")
+            end, nxt, last = fresh.get(p, -1), self.shards[p].view.next or 0, fetched.get(p, -1)
+            at = positions.get(p)
+            if end > max(nxt, last):  # the consumer does not know of the records
+                behind[p] = (end, f"[{p}] next {nxt}, last fetched end {last}, end now {end}")
+            elif at is not None and end > max(nxt, at) and last > at:  # it knows and stays put
+                behind[p] = (end, f"[{p}] next {nxt}, the consumer's fetch position {at} below "
+                                  f"its last fetched end {last}, end now {end}")
         return behind or None
 
     def _renew(self, stalled: str, silent: float) -> None:
