@@ -18,6 +18,17 @@ _TLDS = {"spam": ["biz", "ru", "com"], "ham": ["org", "com"], "promo": ["com", "
 _RATE = {"spam": 6.0, "ham": 1.0, "promo": 3.5}
 
 
+@pytest.fixture(params=["text by text", "numpy passes"])
+def both_text_paths(request, monkeypatch) -> str:
+    """A test on both ways of a batch's words, each forced for any batch: text by text (what
+    batches of at most ``SMALL_CHARS`` characters take: the predictor's small batches) and the
+    numpy passes (``pytestmark = pytest.mark.usefixtures("both_text_paths")``)."""
+    from streambayes.features import ascii_words
+
+    monkeypatch.setattr(ascii_words, "SMALL_CHARS", -1 if request.param == "numpy passes" else 1 << 62)
+    return request.param
+
+
 @pytest.fixture(autouse=True)
 def _logging_enabled_again() -> Iterator[None]:
     """A test that silences pgmpy with ``logging.disable`` must not silence the tests after it

@@ -26,13 +26,7 @@ from streambayes.features.hashing import FeatureHasher
 N_FEATURES = 2**20
 
 
-@pytest.fixture(autouse=True, params=["text by text", "numpy passes"])
-def text_path(request, monkeypatch):
-    """Every test on both ways of a batch's words, each forced for any batch: text by text (what
-    batches of at most SMALL_CHARS characters take: the predictor's small batches) and the numpy
-    passes."""
-    monkeypatch.setattr(ascii_words, "SMALL_CHARS", -1 if request.param == "numpy passes" else 1 << 62)
-    return request.param
+pytestmark = pytest.mark.usefixtures("both_text_paths")  # (conftest)
 
 
 def reference(texts: list[str], n_features: int = N_FEATURES) -> tuple[list[int], list[int]]:

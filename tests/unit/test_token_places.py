@@ -8,14 +8,7 @@ import pytest
 from streambayes.features import ascii_words
 from streambayes.features.batch import Featurizer
 
-
-@pytest.fixture(autouse=True, params=["text by text", "numpy passes"])
-def text_path(request, monkeypatch):
-    """Every test on both ways of a batch's words, each forced for any batch: text by text (what
-    batches of at most SMALL_CHARS characters take: the predictor's small batches) and the numpy
-    passes."""
-    monkeypatch.setattr(ascii_words, "SMALL_CHARS", -1 if request.param == "numpy passes" else 1 << 62)
-    return request.param
+pytestmark = pytest.mark.usefixtures("both_text_paths")  # (conftest)
 
 TEXTS = ["Free PRIZE!! call 0800 now", "", "naïve café — déjà vu", "a b cc ddd", "£100 cash_back",
          "x" * 70 + " long_word", "Ünïcode and ascii", "one", "   ", "tab\tand\nnew line",

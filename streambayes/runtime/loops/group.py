@@ -35,8 +35,8 @@ the broker for the end offsets of the quiet partitions. The consumer is stalled 
 past both the shard's next offset and the end the consumer last fetched (one partition is enough:
 with several brokers, a dropped one stops only its own partitions), or, with kafka-python, when
 the consumer's own fetch position stays below an end it has fetched (seen in CI after broker
-restarts: the highwater current, the position still, no record for minutes), or when it holds no partition
-and is not a member of the group while the broker answers. A second look
+restarts: the highwater current, the position still, no record for minutes), or when it holds
+no partition and is not a member of the group while the broker answers. A second look
 :data:`RECHECK_SECONDS` later that finds the same partition still short of the end the first
 look saw makes the learner checkpoint and drop every shard and join the group again with a new
 consumer, whose assignment restores the shards from those snapshots (exact, as after any
@@ -378,8 +378,7 @@ class GroupLearner:
         restarts: its position at the end, the shard thousands of records behind, no record for
         minutes). Once for each (next offset, position): a gap of transaction markers or aborted
         records only comes back the same, and is left alone then. True when it sought."""
-        positions = self.source.fetch_positions() if self.shards and idle and \
-            hasattr(self.source, "fetch_positions") else {}
+        positions = self._fetch_positions() if idle else {}
         skipped = {}
         for p in idle:
             nxt, at = self.shards[p].view.next, positions.get(p)
@@ -398,6 +397,11 @@ class GroupLearner:
             self._fed_at[p] = now  # a whole wait again before the next look at it
         return True
 
+    def _fetch_positions(self) -> dict[int, int]:
+        """The source's :meth:`MemberSource.fetch_positions` ({} for a source without them)."""
+        ask = getattr(self.source, "fetch_positions", None)
+        return ask() if ask is not None else {}
+
     def _stalled(self, idle: list[int]) -> dict[int, tuple[int, str]] | None:
         """What is wrong, or None: each idle held partition whose end at the broker is past both
         the shard's next offset and the end the consumer last fetched (it is not fetching), with
@@ -410,7 +414,7 @@ class GroupLearner:
             return None if self.source.joined() else {-1: (0, "no partition held and not in "
                                                               "the group")}
         fetched = self.source.known_ends()
-        positions = self.source.fetch_positions() if hasattr(self.source, "fetch_positions") else {}
+        positions = self._fetch_positions()
         behind = {}
         for p in idle:
             end, nxt, last = fresh.get(p, -1), self.shards[p].view.next or 0, fetched.get(p, -1)
