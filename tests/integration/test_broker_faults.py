@@ -99,8 +99,9 @@ def _ride_out(own_broker, tmp_path, client: str) -> None:
             except AssertionError as exc:  # what each member was doing, for a failure in CI
                 raise AssertionError(f"{exc}: {seen} events learned, {len(producer.produced)} sent "
                                      f"(producer error: {producer.error!r}); "
-                                     + _broker_view(own_broker, topic) + members.stacks()
-                                     + predictors.stacks(60)) from None
+                                     + _holders(bootstrap, f"learners-{topic}", snaps, topic)
+                                     + _guard_lines(tmp_path) + _broker_view(own_broker, topic)
+                                     + members.stacks() + predictors.stacks(60)) from None
 
         progress("at the start")
         own_broker.restart()  # SIGTERM: a clean shutdown, then the same port and log
@@ -113,10 +114,12 @@ def _ride_out(own_broker, tmp_path, client: str) -> None:
         progress("after the stall")
         events = producer.finish(240)
         try:
-            wait_until(lambda: events_in(snaps) >= len(events), 180, "the learners to catch up")
+            wait_until(lambda: events_in(snaps) >= len(events), 240, "the learners to catch up")
         except AssertionError as exc:  # what each member was doing, for a failure in CI
             raise AssertionError(f"{exc}: {events_in(snaps)} of {len(events)} events learned; "
-                                 + _broker_view(own_broker, topic) + members.stacks(300)) from None
+                                 + _holders(bootstrap, f"learners-{topic}", snaps, topic)
+                                 + _guard_lines(tmp_path) + _broker_view(own_broker, topic)
+                                 + members.stacks(300)) from None
         members.check()
         members.stop(120)
         committed = _Committed(bootstrap, outbox)
@@ -152,6 +155,41 @@ def _ride_out(own_broker, tmp_path, client: str) -> None:
     assert_states_equal(canonical_state(merged.state), canonical_state(reference.state))
 
 
+def _holders(bootstrap: str, group: str, snaps, topic: str) -> str:
+    """Which member the group coordinator gives each partition, and each shard's saved offset
+    (first in a failure's message: CI shows its head and its tail)."""
+    from confluent_kafka.admin import AdminClient
+
+    try:
+        merged = newest_state(snaps)
+        saved = dict(merged.positions.get(topic, {})) if merged is not None else {}
+    except Exception as exc:  # noqa: BLE001 (a diagnostic: say what failed)
+        saved = f"unknown ({exc})"
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        described = admin.describe_consumer_groups([group], request_timeout=10)[group].result(15)
+        held = "; ".join(f"{m.client_id} {m.host}: "
+                         f"{sorted(tp.partition for tp in m.assignment.topic_partitions)}"
+                         for m in described.members) or "no member"
+        group_view = f"{described.state}, {held}"
+    except Exception as exc:  # noqa: BLE001
+        group_view = f"unknown ({type(exc).__name__}: {exc})"
+    return f"shards saved at {saved}; group {group}: {group_view}\n"
+
+
+def _guard_lines(tmp_path) -> str:
+    """The learners' lines about their partitions and the stall guard (before the whole log)."""
+    marks = ("stall guard", "not fetching", "reading again", "held by the client", "assigned ",
+             "revoked ", "lost ", "no longer held")
+    try:
+        lines = (tmp_path / "learners.log").read_text(errors="replace").splitlines()
+    except OSError as exc:
+        return f"\nno learners.log ({exc})\n"
+    picked = [line[:300] for line in lines if any(m in line for m in marks)]
+    return ("--- learners.log, partitions and the stall guard, last 30:\n"
+            + "\n".join(picked[-30:]) + "\n")
+
+
 def _broker_view(broker, topic: str) -> str:
     """The topic's end offsets as a fresh client sees them, and the broker's last log lines."""
     from confluent_kafka import Consumer, TopicPartition
@@ -169,5 +207,6 @@ def _broker_view(broker, topic: str) -> str:
         log = (broker.workdir / "broker.log").read_text(errors="replace").splitlines()[-30:]
     except OSError as exc:
         log = [f"no broker log ({exc})"]
-    return "\n".join([f"end offsets of {topic} now: {ends}", "--- broker.log, last 30:", *log])
+    return "\n".join([f"end offsets of {topic} now: {ends}", "--- broker.log, last 30:",
+                      *(line[:200] for line in log)])
 

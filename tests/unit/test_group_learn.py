@@ -2,6 +2,7 @@
 assign, merged by the predictor; scripted rebalances against in-memory partitions and stores."""
 
 import json
+import logging
 import threading
 
 import pytest
@@ -705,3 +706,45 @@ def test_a_consumer_that_moved_past_records_it_never_gave_reads_them_again(caplo
     state, events = reference_state(group)
     assert merged(store).events == events  # every record learned, none twice
     assert state_difference(merged(store).model.to_state(), state)[0] is None
+
+
+class Blocked(Positioned):
+    """A kafka-python-like member whose fetcher can skip partitions (``blocked``: why)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.blocked: dict[int, str] = {}
+
+    def fetch_blocked(self):
+        return dict(self.blocked)
+
+
+def test_a_consumer_whose_fetcher_skips_a_partition_with_records_past_it_is_renewed(caplog):
+    """Its highwater current and no fetch position (so neither of the other signs shows): the
+    fetcher skips the partition (a revocation that never ended, a validation that never came)."""
+    def wedged(m):
+        grow(m)
+        m.stuck = True
+        m.fetched = {p: len(m.group.partitions[p]) for p in m.group.partitions}  # it knows
+        m.positions = {}  # no valid position
+        m.blocked = {0: "pending revocation", 1: "pending revocation"}
+
+    caplog.set_level(logging.INFO, logger="streambayes.runtime.loops.group")
+    gl, member, group, store = stalled_run({20: wedged, 150: grow}, kind=Blocked)
+    assert member.renewed == [30.0] and gl.renewals == 1
+    assert "the consumer does not fetch it (pending revocation)" in caplog.text
+    assert "not fetched (pending revocation) (behind)" in caplog.text  # the look's own line
+    state, events = reference_state(group)
+    assert merged(store).events == events
+    assert state_difference(merged(store).model.to_state(), state)[0] is None
+
+
+def test_a_skipped_partition_with_nothing_past_it_is_left_alone():
+    def caught_up(m):
+        m.stuck = True  # nothing more comes
+        m.fetched = {p: len(m.group.partitions[p]) for p in m.group.partitions}
+        m.positions = dict(m.fetched)
+        m.blocked = {0: "paused", 1: "no leader known"}
+
+    gl, member, _, _ = stalled_run({20: caught_up}, last=120, kind=Blocked)
+    assert gl.renewals == 0 and member.renewed == [] and len(member.looks) >= 5

@@ -325,3 +325,43 @@ def test_kafka_python_fetch_positions_read_its_subscription_state():
     assert member.fetch_positions() == {0: 42}
     member._consumer = SimpleNamespace()  # another shape: unknown, not an error
     assert member.fetch_positions() == {}
+
+
+def test_kafka_python_fetch_blocked_says_why_its_fetcher_skips_a_partition():
+    from types import SimpleNamespace
+
+    from kafka import TopicPartition
+    from kafka.consumer.subscription_state import TopicPartitionState
+    from kafka.future import Future
+    from kafka.structs import OffsetAndMetadata
+
+    from streambayes.runtime.kafka.member_kafka_python import MemberSource
+
+    def state(position=None, pending=False, paused=False):
+        s = TopicPartitionState()
+        if position is not None:
+            s.seek(OffsetAndMetadata(position, "", -1))
+        s.mark_pending_revocation(pending)
+        s.paused = paused
+        return s
+
+    leaders = {0: 1, 1: 1, 2: -1, 3: 2, 4: 1}
+    assignment = {TopicPartition("t", 0): state(5), TopicPartition("t", 1): state(5, pending=True),
+                  TopicPartition("t", 2): state(5), TopicPartition("t", 3): state(5),
+                  TopicPartition("t", 4): state(None, paused=True),
+                  TopicPartition("u", 0): state(None)}
+    cluster = SimpleNamespace(leader_for_partition=lambda tp: leaders.get(tp.partition))
+    fetcher = SimpleNamespace(_manager=SimpleNamespace(cluster=cluster),
+                              _nodes_with_pending_fetch_requests={2}, _fetch_futures=[])
+    member = object.__new__(MemberSource)
+    member.topic = "t"
+    member._consumer = SimpleNamespace(_fetcher=fetcher,
+                                       _subscription=SimpleNamespace(assignment=assignment))
+    assert member.fetch_blocked() == {
+        1: "pending revocation", 2: "no leader known",
+        3: "a fetch to node 2 marked pending, none in flight",
+        4: "paused, no fetch position"}
+    fetcher._fetch_futures = [Future()]  # a fetch in flight: node 2's mark is not stale
+    assert 3 not in member.fetch_blocked()
+    member._consumer = SimpleNamespace()  # another shape: unknown, not an error
+    assert member.fetch_blocked() == {}

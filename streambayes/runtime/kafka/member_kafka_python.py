@@ -203,6 +203,38 @@ class MemberSource:
         except (AttributeError, TypeError, ValueError):
             return {}
 
+    def fetch_blocked(self) -> dict[int, str]:
+        """The held partitions the consumer's fetcher skips now, with why (kafka-python's
+        subscription state and fetcher: paused, pending revocation, no fetch position, awaiting
+        offset validation, no leader known, a fetch to the leader marked pending with none in
+        flight); {} if those internal shapes change. The stall guard counts such a quiet
+        partition with records past it as stalled."""
+        try:
+            fetcher = self._consumer._fetcher
+            cluster = fetcher._manager.cluster
+            pending = set(fetcher._nodes_with_pending_fetch_requests)
+            in_flight = any(not f.is_done for f in list(fetcher._fetch_futures))
+            out = {}
+            for tp, state in list(self._consumer._subscription.assignment.items()):
+                if tp.topic != self.topic:
+                    continue
+                why = [name for name, on in (
+                    ("paused", state.paused),
+                    ("pending revocation", getattr(state, "_pending_revocation", False)),
+                    ("no fetch position", not state.has_valid_position),
+                    ("awaiting offset validation", getattr(state, "awaiting_validation", False)))
+                    if on]
+                leader = cluster.leader_for_partition(tp)
+                if leader is None or leader == -1:
+                    why.append("no leader known")
+                elif leader in pending and not in_flight:
+                    why.append(f"a fetch to node {leader} marked pending, none in flight")
+                if why:
+                    out[tp.partition] = ", ".join(why)
+            return out
+        except (AttributeError, TypeError, ValueError, RuntimeError):
+            return {}
+
     def fresh_ends(self, partitions: list[int], timeout: float = FRESH_SECONDS
                    ) -> dict[int, int] | None:
         """End offsets of ``partitions`` as a new, short-lived client gets them from the broker

@@ -35,8 +35,11 @@ the broker for the end offsets of the quiet partitions. The consumer is stalled 
 past both the shard's next offset and the end the consumer last fetched (one partition is enough:
 with several brokers, a dropped one stops only its own partitions), or, with kafka-python, when
 the consumer's own fetch position stays below an end it has fetched (seen in CI after broker
-restarts: the highwater current, the position still, no record for minutes), or when it holds
-no partition and is not a member of the group while the broker answers. A second look
+restarts: the highwater current, the position still, no record for minutes), or, with
+kafka-python, when its fetcher skips the partition (paused, pending revocation, no position,
+awaiting validation, no leader, a fetch marked pending with none in flight) while records lie
+past its position, or when it holds no partition and is not a member of the group while the
+broker answers. Each look is logged (INFO) with what it saw of each quiet partition. A second look
 :data:`RECHECK_SECONDS` later that finds the same partition still short of the end the first
 look saw makes the learner checkpoint and drop every shard and join the group again with a new
 consumer, whose assignment restores the shards from those snapshots (exact, as after any
@@ -108,6 +111,10 @@ class MemberSource(Protocol):
     def fetch_positions(self) -> dict[int, int]:
         """Optional: where the consumer fetches each held partition next (past transaction
         markers and aborted batches), when the client says so reliably ({}: unknown)."""
+
+    def fetch_blocked(self) -> dict[int, str]:
+        """Optional: the held partitions the consumer skips when it fetches now, with why
+        (kafka-python: paused, pending revocation, no position, ...; {}: none or unknown)."""
 
     def fresh_ends(self, partitions: list[int]) -> dict[int, int] | None:
         """End offsets of ``partitions`` a new client gets from the broker now (None: no
@@ -411,11 +418,16 @@ class GroupLearner:
         if fresh is None:  # the broker does not answer: the consumer waits for it as it should
             return None
         if not self.shards:
-            return None if self.source.joined() else {-1: (0, "no partition held and not in "
-                                                              "the group")}
+            joined = self.source.joined()
+            logger.info("the stall guard of %s: no partition held for %.0f s, %s", self.topic,
+                        self.clock() - (self._empty_since or self.clock()),
+                        "a member of the group" if joined else "not in the group")
+            return None if joined else {-1: (0, "no partition held and not in the group")}
         fetched = self.source.known_ends()
         positions = self._fetch_positions()
-        behind = {}
+        ask = getattr(self.source, "fetch_blocked", None)
+        blocked = ask() if ask is not None else {}
+        behind, seen = {}, []
         for p in idle:
             end, nxt, last = fresh.get(p, -1), self.shards[p].view.next or 0, fetched.get(p, -1)
             at = positions.get(p)
@@ -424,6 +436,15 @@ class GroupLearner:
             elif at is not None and end > max(nxt, at) and last > at:  # it knows and stays put
                 behind[p] = (end, f"[{p}] next {nxt}, the consumer's fetch position {at} below "
                                   f"its last fetched end {last}, end now {end}")
+            elif p in blocked and end > max(nxt, -1 if at is None else at):  # it will not fetch
+                behind[p] = (end, f"[{p}] next {nxt}, end now {end}, the consumer does not fetch "
+                                  f"it ({blocked[p]})")
+            seen.append(f"[{p}] next {nxt}, last fetched end {last}, fetch position "
+                        f"{'unknown' if at is None else at}, end now {end}"
+                        f"{f', not fetched ({blocked[p]})' if p in blocked else ''}"
+                        f"{' (behind)' if p in behind else ''}")
+        logger.info("the stall guard of %s looked at the quiet partitions: %s", self.topic,
+                    "; ".join(seen))
         return behind or None
 
     def _renew(self, stalled: str, silent: float) -> None:
