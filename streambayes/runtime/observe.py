@@ -103,7 +103,15 @@ class Observer:
             child.observe(s)
 
     def lag(self, behind: Mapping[tuple[str, int], int]) -> None:
-        """Records behind the end of each (topic, partition) now."""
+        """Records behind the end of each (topic, partition) read now; a partition no longer read
+        (moved to another group member) is dropped from the line and the gauge, not shown with
+        its last figure."""
+        for topic, partition in set(self.lag_now) - set(behind):
+            del self.lag_now[(topic, partition)]
+            try:
+                self._lag.remove(self.role, topic, str(partition))
+            except KeyError:
+                pass
         for (topic, partition), n in behind.items():
             self.lag_now[(topic, partition)] = n
             self._lag.labels(self.role, topic, str(partition)).set(n)

@@ -136,3 +136,20 @@ def test_the_predict_loop_reports_posteriors_latency_dead_letters_and_the_snapsh
     assert value("streambayes_latency_seconds_count", {"role": "predict"}) == 2
     assert value("streambayes_snapshots_total", {"role": "predict"}) == 1
     assert "snapshot 000001" in obs.tick(force=True)
+
+
+def test_a_partition_no_longer_read_leaves_the_lag_line_and_the_gauge():
+    """A rebalance moved partition 1 to another member: its last figure is not shown for good."""
+    from prometheus_client import generate_latest
+
+    clock = Clock()
+    obs = Observer("learn", every=1.0, clock=clock)
+    obs.lag({("events", 0): 300, ("events", 1): 20})
+    obs.lag({("events", 0): 250})
+    clock.now += 1
+    assert obs.tick().endswith("lag 250 over 1 partitions")
+    metrics = generate_latest(obs.registry).decode()
+    assert 'partition="0"' in metrics and 'partition="1"' not in metrics
+    obs.lag({})  # holds nothing now
+    clock.now += 1
+    assert "lag" not in obs.tick()

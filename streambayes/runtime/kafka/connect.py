@@ -140,7 +140,7 @@ def open_sink(uri: str | KafkaURI | Path, settings: Settings, *, stop: threading
 
 def open_member_source(uri: str | KafkaURI, settings: Settings, *,
                        stop: threading.Event | None = None) -> Any:
-    """A learner's consumer-group member (cooperative-sticky assignor) on a Kafka topic; its
+    """A learner's consumer-group member (cooperative-sticky; eager range with kafka-python); its
     ``listener`` hears which partitions it gains and gives up
     (:mod:`streambayes.runtime.loops.group`)."""
     target = parse_uri(uri) if isinstance(uri, str) else uri

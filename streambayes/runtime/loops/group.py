@@ -1,10 +1,11 @@
 """Group-managed learners (DESIGN §4, scale-out): one state shard per partition, moved by rebalances.
 
-``streambayes learn`` on a Kafka topic without ``--partitions`` joins the consumer group with the
-cooperative-sticky assignor. Each partition the member owns has its own learner and next offset:
-a *shard*, stored in ``store.child("partition-<topic>-<p>")``. The broker's rebalances move shards
-between members, so learners can be added, killed and restarted, and partitions added, with no
-manual re-sharding:
+``streambayes learn`` on a Kafka topic without ``--partitions`` joins the consumer group (the
+cooperative-sticky assignor with confluent-kafka, the eager range assignor with kafka-python: see
+:mod:`~streambayes.runtime.kafka.member_kafka_python`). Each partition the member owns has its
+own learner and next offset: a *shard*, stored in ``store.child("partition-<topic>-<p>")``. The
+broker's rebalances move shards between members, so learners can be added, killed and restarted,
+and partitions added, with no manual re-sharding:
 
 - **assigned** partitions: each shard is restored from its child store (newest good snapshot) and
   the consumer is sought to its next offset (a partition with no snapshot yet: its beginning);
