@@ -171,7 +171,9 @@ def source_lag(source: Any) -> Callable[[], dict[tuple[str, int], int]] | None:
     """A lag probe for a Kafka source (records between its next offsets and the end offsets its
     fetches last saw); None for a source that cannot tell (a file). It never sends a request: an
     offsets request from the loop's thread disturbed kafka-python's group after a broker restart
-    (members stopped fetching; ``tests/integration/test_broker_faults.py``)."""
+    (members stopped fetching; ``tests/integration/test_broker_faults.py``). A partition whose
+    end no fetch has seen yet (just assigned, or after the stall guard's renewal) is left out
+    until one has."""
     if not (hasattr(source, "known_ends") and hasattr(source, "positions")):
         return None
 

@@ -721,19 +721,19 @@ class Blocked(Positioned):
 
 def test_a_consumer_whose_fetcher_skips_a_partition_with_records_past_it_is_renewed(caplog):
     """Its highwater current and no fetch position (so neither of the other signs shows): the
-    fetcher skips the partition (a revocation that never ended, a validation that never came)."""
+    fetcher skips the partition (an offset validation that never came)."""
     def wedged(m):
         grow(m)
         m.stuck = True
         m.fetched = {p: len(m.group.partitions[p]) for p in m.group.partitions}  # it knows
         m.positions = {}  # no valid position
-        m.blocked = {0: "pending revocation", 1: "pending revocation"}
+        m.blocked = {0: "awaiting offset validation", 1: "awaiting offset validation"}
 
     caplog.set_level(logging.INFO, logger="streambayes.runtime.loops.group")
     gl, member, group, store = stalled_run({20: wedged, 150: grow}, kind=Blocked)
     assert member.renewed == [30.0] and gl.renewals == 1
-    assert "the consumer does not fetch it (pending revocation)" in caplog.text
-    assert "not fetched (pending revocation) (behind)" in caplog.text  # the look's own line
+    assert "the consumer does not fetch it (awaiting offset validation)" in caplog.text
+    assert "not fetched (awaiting offset validation) (behind)" in caplog.text  # the look's line
     state, events = reference_state(group)
     assert merged(store).events == events
     assert state_difference(merged(store).model.to_state(), state)[0] is None

@@ -337,18 +337,21 @@ def test_kafka_python_fetch_blocked_says_why_its_fetcher_skips_a_partition():
 
     from streambayes.runtime.kafka.member_kafka_python import MemberSource
 
-    def state(position=None, pending=False, paused=False):
+    def state(position=None, pending=False, paused=False, new_leader_epoch=None):
         s = TopicPartitionState()
-        if position is not None:
-            s.seek(OffsetAndMetadata(position, "", -1))
+        if position is not None:  # fetched under leader epoch 1
+            s.seek(OffsetAndMetadata(position, "", 1))
         s.mark_pending_revocation(pending)
         s.paused = paused
+        if new_leader_epoch is not None:  # the leader changed since: validate before fetching
+            assert s.maybe_validate_position(new_leader_epoch)
         return s
 
-    leaders = {0: 1, 1: 1, 2: -1, 3: 2, 4: 1}
-    assignment = {TopicPartition("t", 0): state(5), TopicPartition("t", 1): state(5, pending=True),
+    leaders = {0: 1, 1: 1, 2: -1, 3: 2, 4: 1, 5: 1}
+    assignment = {TopicPartition("t", 0): state(5), TopicPartition("t", 1): state(None, pending=True),
                   TopicPartition("t", 2): state(5), TopicPartition("t", 3): state(5),
                   TopicPartition("t", 4): state(None, paused=True),
+                  TopicPartition("t", 5): state(5, new_leader_epoch=3),
                   TopicPartition("u", 0): state(None)}
     cluster = SimpleNamespace(leader_for_partition=lambda tp: leaders.get(tp.partition))
     fetcher = SimpleNamespace(_manager=SimpleNamespace(cluster=cluster),
@@ -357,11 +360,51 @@ def test_kafka_python_fetch_blocked_says_why_its_fetcher_skips_a_partition():
     member.topic = "t"
     member._consumer = SimpleNamespace(_fetcher=fetcher,
                                        _subscription=SimpleNamespace(assignment=assignment))
-    assert member.fetch_blocked() == {
-        1: "pending revocation", 2: "no leader known",
-        3: "a fetch to node 2 marked pending, none in flight",
-        4: "paused, no fetch position"}
+    assert member.fetch_blocked() == {  # 1: pending revocation (a rebalance), not held
+        2: "no leader known", 3: "a fetch to node 2 marked pending, none in flight",
+        4: "paused, no fetch position", 5: "awaiting offset validation"}
     fetcher._fetch_futures = [Future()]  # a fetch in flight: node 2's mark is not stale
     assert 3 not in member.fetch_blocked()
     member._consumer = SimpleNamespace()  # another shape: unknown, not an error
     assert member.fetch_blocked() == {}
+
+
+def test_kafka_python_eager_rebalance_in_flight_takes_no_partition_back():
+    """An eager rebalance revokes every partition (the listener drops their shards) and keeps
+    them in the client's assignment, pending revocation, until the JoinGroup completes; the polls
+    meanwhile return nothing. The member must not take them on again as 'held by the client'."""
+    import threading
+    from types import SimpleNamespace
+
+    from kafka import TopicPartition
+    from kafka.consumer.subscription_state import SubscriptionState
+    from kafka.structs import OffsetAndMetadata
+
+    from streambayes.runtime.kafka.member_kafka_python import MemberSource, _Listener
+    from streambayes.runtime.retry import Backoff
+
+    sub = SubscriptionState()
+    sub.subscribe(topics=["t"])
+    sub.assign_from_subscribed([TopicPartition("t", 0), TopicPartition("t", 1)])
+    for p in (0, 1):
+        sub.seek(TopicPartition("t", p), OffsetAndMetadata(10, "", -1))
+    calls = []
+    learner = SimpleNamespace(assigned=lambda ps: (calls.append(("assigned", ps)), {})[1],
+                              revoked=lambda ps: calls.append(("revoked", ps)),
+                              lost=lambda ps: calls.append(("lost", ps)))
+    consumer = SimpleNamespace(_subscription=sub, assignment=sub.assigned_partitions,
+                               poll=lambda timeout_ms=0, max_records=None: {},
+                               highwater=lambda tp: 40, seek=lambda tp, offset: None,
+                               seek_to_beginning=lambda tp: None)
+    member = object.__new__(MemberSource)
+    member.topic, member._consumer, member.listener = "t", consumer, learner
+    member._next, member._owned, member._in_callback, member._failure = {}, {0, 1}, False, None
+    member._backoff = Backoff(stop=threading.Event())
+    revoked = set(sub.assigned_partitions())  # as kafka-python's join-prepare does it, eagerly
+    sub.mark_pending_revocation(revoked)
+    _Listener(member).on_partitions_revoked(revoked)
+    assert member.poll(10) == [] and member.poll(10) == []  # the JoinGroup still in flight
+    assert calls == [("revoked", [0, 1])] and member._owned == set()
+    assert member.known_ends() == {} and member.fetch_blocked() == {}
+    sub.assign_from_subscribed([TopicPartition("t", 1)])  # the join completes: [1] is its own
+    assert member._held() == {1} and member.known_ends() == {1: 40}

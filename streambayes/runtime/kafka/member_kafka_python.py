@@ -150,7 +150,7 @@ class MemberSource:
         reads them again from the shard's offset."""
         if self.listener is None:
             return set()
-        held = {tp.partition for tp in self._consumer.assignment() if tp.topic == self.topic}
+        held = self._held()
         gone, new = sorted(self._owned - held), sorted(held - self._owned)
         try:
             if gone:
@@ -166,6 +166,19 @@ class MemberSource:
         finally:
             self._failure = None  # raised here directly, not again by the next poll
         return {*gone, *new}
+
+    def _held(self) -> set[int]:
+        """The partitions of the topic the client holds, less those pending revocation: an eager
+        rebalance revokes every partition (the listener drops their shards) but keeps them in the
+        client's assignment, not fetched, until its JoinGroup completes, and the polls meanwhile
+        return nothing. (kafka-python's state per partition; its public assignment if that
+        internal shape changes.)"""
+        try:
+            states = list(self._consumer._subscription.assignment.items())
+            return {tp.partition for tp, state in states
+                    if tp.topic == self.topic and not state._pending_revocation}
+        except AttributeError:
+            return {tp.partition for tp in self._consumer.assignment() if tp.topic == self.topic}
 
     def seek(self, positions: Mapping[str, Mapping[str, int]]) -> None:
         """Read the named partitions this member holds on from the given offsets."""
@@ -196,7 +209,7 @@ class MemberSource:
     def known_ends(self) -> dict[int, int]:
         """End offsets of the held partitions as the last fetches saw them (for lag): no request,
         so a progress line never disturbs the group or waits on a broker that is away."""
-        held = [tp for tp in self._consumer.assignment() if tp.topic == self.topic]
+        held = [TopicPartition(self.topic, p) for p in sorted(self._held())]
         ends = {tp.partition: self._consumer.highwater(tp) for tp in held}
         return {p: end for p, end in ends.items() if end is not None}
 
@@ -214,10 +227,12 @@ class MemberSource:
 
     def fetch_blocked(self) -> dict[int, str]:
         """The held partitions the consumer's fetcher skips now, with why (kafka-python's
-        subscription state and fetcher: paused, pending revocation, no fetch position, awaiting
-        offset validation, no leader known, a fetch to the leader marked pending with none in
-        flight); {} if those internal shapes change. The stall guard counts such a quiet
-        partition with records past it as stalled."""
+        subscription state and fetcher: paused, no fetch position, awaiting offset validation, no
+        leader known, a fetch to the leader marked pending while no fetch at all is in flight);
+        {} if those internal shapes change. The stall guard counts such a quiet partition with
+        records past it as stalled. Not a partition pending revocation: during an eager
+        rebalance that is every partition, and none is held (:meth:`_held`). The leader is
+        where it fetches unless a rack-aware preferred replica was given (``client_rack``)."""
         try:
             fetcher = self._consumer._fetcher
             cluster = fetcher._manager.cluster
@@ -225,13 +240,12 @@ class MemberSource:
             in_flight = any(not f.is_done for f in list(fetcher._fetch_futures))
             out = {}
             for tp, state in list(self._consumer._subscription.assignment.items()):
-                if tp.topic != self.topic:
+                if tp.topic != self.topic or state._pending_revocation:
                     continue
                 why = [name for name, on in (
                     ("paused", state.paused),
-                    ("pending revocation", getattr(state, "_pending_revocation", False)),
                     ("no fetch position", not state.has_valid_position),
-                    ("awaiting offset validation", getattr(state, "awaiting_validation", False)))
+                    ("awaiting offset validation", state.awaiting_validation))
                     if on]
                 leader = cluster.leader_for_partition(tp)
                 if leader is None or leader == -1:
