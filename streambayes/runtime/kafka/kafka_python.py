@@ -125,6 +125,19 @@ def client_options(security: Mapping[str, Any] | None = None,
     return options
 
 
+def held_partitions(consumer: Any, topic: str) -> set[int]:
+    """The partitions of ``topic`` the group gives ``consumer`` now, less those pending
+    revocation: an eager rebalance revokes every partition but keeps it in the client's
+    assignment, not fetched, until its JoinGroup completes (a poll meanwhile returns nothing).
+    kafka-python's state per partition; its public assignment if that internal shape changes."""
+    try:
+        states = list(consumer._subscription.assignment.items())
+        return {tp.partition for tp, state in states
+                if tp.topic == topic and not state._pending_revocation}
+    except AttributeError:
+        return {tp.partition for tp in consumer.assignment() if getattr(tp, "topic", topic) == topic}
+
+
 def _poll(consumer: KafkaConsumer, max_records: int, timeout: float, topic: str,
           next_offsets: dict[int, int], backoff: Backoff) -> list[Record]:
     """Records from one client poll, updating the next offset per partition; on a client
@@ -404,7 +417,7 @@ class GroupSource:
 
     def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
         out = _poll(self._consumer, max_records, timeout, self.topic, self._next, self._backoff)
-        owned = {tp.partition for tp in self._consumer.assignment()}
+        owned = held_partitions(self._consumer, self.topic)
         for p in [p for p in self._next if p not in owned]:  # revoked: its position is another's
             del self._next[p]
         if owned:

@@ -36,6 +36,7 @@ from streambayes.runtime.kafka.kafka_python import (
     _BOOTSTRAP_MS,
     _CONNECT_ERRORS,
     _poll,
+    held_partitions,
     new_consumer,
 )
 from streambayes.runtime.records.sources import Record
@@ -168,17 +169,9 @@ class MemberSource:
         return {*gone, *new}
 
     def _held(self) -> set[int]:
-        """The partitions of the topic the client holds, less those pending revocation: an eager
-        rebalance revokes every partition (the listener drops their shards) but keeps them in the
-        client's assignment, not fetched, until its JoinGroup completes, and the polls meanwhile
-        return nothing. (kafka-python's state per partition; its public assignment if that
-        internal shape changes.)"""
-        try:
-            states = list(self._consumer._subscription.assignment.items())
-            return {tp.partition for tp, state in states
-                    if tp.topic == self.topic and not state._pending_revocation}
-        except AttributeError:
-            return {tp.partition for tp in self._consumer.assignment() if tp.topic == self.topic}
+        """The partitions the client holds, less those pending revocation (:func:`held_partitions`:
+        an eager rebalance has revoked them, and the listener dropped their shards)."""
+        return held_partitions(self._consumer, self.topic)
 
     def seek(self, positions: Mapping[str, Mapping[str, int]]) -> None:
         """Read the named partitions this member holds on from the given offsets."""
