@@ -138,6 +138,15 @@ def held_partitions(consumer: Any, topic: str) -> set[int]:
         return {tp.partition for tp in consumer.assignment() if getattr(tp, "topic", topic) == topic}
 
 
+def known_ends(consumer: Any, topic: str) -> dict[int, int]:
+    """End offsets of the partitions ``consumer`` holds (:func:`held_partitions`) as its last
+    fetches saw them (for lag): no request, so a progress line never disturbs the group or waits
+    on a broker that is away."""
+    ends = {p: consumer.highwater(TopicPartition(topic, p))
+            for p in sorted(held_partitions(consumer, topic))}
+    return {p: end for p, end in ends.items() if end is not None}
+
+
 def _poll(consumer: KafkaConsumer, max_records: int, timeout: float, topic: str,
           next_offsets: dict[int, int], backoff: Backoff) -> list[Record]:
     """Records from one client poll, updating the next offset per partition; on a client
@@ -282,11 +291,8 @@ class AssignedSource:
         return {tp.partition: off for tp, off in self._consumer.end_offsets(tps).items()}
 
     def known_ends(self) -> dict[int, int]:
-        """End offsets of the held partitions as the last fetches saw them (for lag): no request,
-        so a progress line never disturbs the group or waits on a broker that is away."""
-        held = [tp for tp in self._consumer.assignment() if tp.topic == self.topic]
-        ends = {tp.partition: self._consumer.highwater(tp) for tp in held}
-        return {p: end for p, end in ends.items() if end is not None}
+        """:func:`known_ends` of this source's consumer."""
+        return known_ends(self._consumer, self.topic)
 
     def beginning_offsets(self) -> dict[int, int]:
         tps = [TopicPartition(self.topic, p) for p in self.assigned]
@@ -476,11 +482,8 @@ class GroupSource:
         return {self.topic: {str(p): off for p, off in sorted(self._next.items())}}
 
     def known_ends(self) -> dict[int, int]:
-        """End offsets of the held partitions as the last fetches saw them (for lag): no request,
-        so a progress line never disturbs the group or waits on a broker that is away."""
-        held = [tp for tp in self._consumer.assignment() if tp.topic == self.topic]
-        ends = {tp.partition: self._consumer.highwater(tp) for tp in held}
-        return {p: end for p, end in ends.items() if end is not None}
+        """:func:`known_ends` of this source's consumer."""
+        return known_ends(self._consumer, self.topic)
 
     def seek(self, positions: Mapping[str, Mapping[str, int]]) -> None:
         raise BrokerError("a consumer-group source resumes from the group's committed offsets")

@@ -37,6 +37,7 @@ from streambayes.runtime.kafka.kafka_python import (
     _CONNECT_ERRORS,
     _poll,
     held_partitions,
+    known_ends,
     new_consumer,
 )
 from streambayes.runtime.records.sources import Record
@@ -200,11 +201,9 @@ class MemberSource:
         return {self.topic: {str(p): off for p, off in sorted(self._next.items())}}
 
     def known_ends(self) -> dict[int, int]:
-        """End offsets of the held partitions as the last fetches saw them (for lag): no request,
-        so a progress line never disturbs the group or waits on a broker that is away."""
-        held = [TopicPartition(self.topic, p) for p in sorted(self._held())]
-        ends = {tp.partition: self._consumer.highwater(tp) for tp in held}
-        return {p: end for p, end in ends.items() if end is not None}
+        """:func:`~streambayes.runtime.kafka.kafka_python.known_ends` of the consumer: the held
+        partitions' ends as its last fetches saw them, less those pending revocation."""
+        return known_ends(self._consumer, self.topic)
 
     def fetch_positions(self) -> dict[int, int]:
         """Where the consumer fetches each held partition next, from its subscription state

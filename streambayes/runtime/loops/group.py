@@ -37,8 +37,8 @@ past both the shard's next offset and the end the consumer last fetched (one par
 with several brokers, a dropped one stops only its own partitions), or, with kafka-python, when
 the consumer's own fetch position stays below an end it has fetched (seen in CI after broker
 restarts: the highwater current, the position still, no record for minutes), or, with
-kafka-python, when its fetcher skips the partition (paused, pending revocation, no position,
-awaiting validation, no leader, a fetch marked pending with none in flight) while records lie
+kafka-python, when its fetcher skips the partition (paused, no position, awaiting validation,
+no leader, a fetch marked pending with none in flight) while records lie
 past its position, or when it holds no partition and is not a member of the group while the
 broker answers. Each look is logged (INFO) with what it saw of each quiet partition. A second look
 :data:`RECHECK_SECONDS` later that finds the same partition still short of the end the first
@@ -115,7 +115,7 @@ class MemberSource(Protocol):
 
     def fetch_blocked(self) -> dict[int, str]:
         """Optional: the held partitions the consumer skips when it fetches now, with why
-        (kafka-python: paused, pending revocation, no position, ...; {}: none or unknown)."""
+        (kafka-python: paused, no position, awaiting validation, ...; {}: none or unknown)."""
 
     def fresh_ends(self, partitions: list[int]) -> dict[int, int] | None:
         """End offsets of ``partitions`` a new client gets from the broker now (None: no
@@ -359,10 +359,11 @@ class GroupLearner:
             self._suspect = {}
             return
         try:
-            if self._reread_skipped(idle, now):
+            positions = self._optional("fetch_positions") if idle else {}
+            if self._reread_skipped(idle, positions, now):
                 self._suspect, self._look_at = {}, now + self.stall_seconds
                 return
-            behind = self._stalled(idle)
+            behind = self._stalled(idle, positions)
         except Exception as exc:  # noqa: BLE001 (the guard is advice: a look that fails is no answer)
             logger.warning("the stall guard of %s could not ask the broker: %s: %s", self.topic,
                            type(exc).__name__, exc)
@@ -380,13 +381,12 @@ class GroupLearner:
             return
         self._renew("; ".join(confirmed), silent)
 
-    def _reread_skipped(self, idle: list[int], now: float) -> bool:
+    def _reread_skipped(self, idle: list[int], positions: dict[int, int], now: float) -> bool:
         """Seek back the idle partitions whose consumer fetch position is past the shard's next
         offset: it moved past records the learner never got (seen with kafka-python after broker
         restarts: its position at the end, the shard thousands of records behind, no record for
         minutes). Once for each (next offset, position): a gap of transaction markers or aborted
         records only comes back the same, and is left alone then. True when it sought."""
-        positions = self._fetch_positions() if idle else {}
         skipped = {}
         for p in idle:
             nxt, at = self.shards[p].view.next, positions.get(p)
@@ -405,12 +405,14 @@ class GroupLearner:
             self._fed_at[p] = now  # a whole wait again before the next look at it
         return True
 
-    def _fetch_positions(self) -> dict[int, int]:
-        """The source's :meth:`MemberSource.fetch_positions` ({} for a source without them)."""
-        ask = getattr(self.source, "fetch_positions", None)
+    def _optional(self, name: str) -> dict:
+        """The source's optional :class:`MemberSource` call ``name`` (``fetch_positions``,
+        ``fetch_blocked``); {} for a source without it."""
+        ask = getattr(self.source, name, None)
         return ask() if ask is not None else {}
 
-    def _stalled(self, idle: list[int]) -> dict[int, tuple[int, str]] | None:
+    def _stalled(self, idle: list[int], positions: dict[int, int]
+                 ) -> dict[int, tuple[int, str]] | None:
         """What is wrong, or None: each idle held partition whose end at the broker is past both
         the shard's next offset and the end the consumer last fetched (it is not fetching), with
         that end and why; or (key ``-1``) no partition held and no membership while the broker
@@ -425,9 +427,7 @@ class GroupLearner:
                         "a member of the group" if joined else "not in the group")
             return None if joined else {-1: (0, "no partition held and not in the group")}
         fetched = self.source.known_ends()
-        positions = self._fetch_positions()
-        ask = getattr(self.source, "fetch_blocked", None)
-        blocked = ask() if ask is not None else {}
+        blocked = self._optional("fetch_blocked")
         behind, seen = {}, []
         for p in idle:
             end, nxt, last = fresh.get(p, -1), self.shards[p].view.next or 0, fetched.get(p, -1)
