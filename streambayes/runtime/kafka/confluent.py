@@ -120,6 +120,9 @@ def _fatal(exc: BaseException) -> KafkaError | None:
     return None
 
 
+_new_record = tuple.__new__
+
+
 def _poll(consumer: Consumer, max_records: int, timeout: float, topic: str,
           next_offsets: dict[int, int], errors: _ErrorLog, backoff: Backoff) -> list[Record]:
     """Records from one ``consume`` (errors logged), updating the next offsets per partition.
@@ -138,18 +141,20 @@ def _poll(consumer: Consumer, max_records: int, timeout: float, topic: str,
         backoff.wait()
         return []
     out: list[Record] = []
+    add = out.append
     failed = False
-    for m in messages:
-        error = m.error()
-        if error is not None:
+    for m in messages:  # per record: tuple.__new__ skips the named tuple's Python-level __new__
+        # (0.5-1.1 us against 1.5 us a record here; librdkafka's consume costs 1.7 us)
+        if m.error() is not None:
+            error = m.error()
             if error.code() != KafkaError._PARTITION_EOF:
                 errors(error)
                 failed = True
             continue
         kind, ts = m.timestamp()
         partition, offset = m.partition(), m.offset()
-        out.append(Record(m.value() or b"", m.key(), topic, partition, offset,
-                          None if kind == TIMESTAMP_NOT_AVAILABLE else ts))
+        add(_new_record(Record, (m.value() or b"", m.key(), topic, partition, offset,
+                                 None if kind == TIMESTAMP_NOT_AVAILABLE else ts, None, None)))
         next_offsets[partition] = offset + 1
     if failed and not out:
         backoff.wait()
