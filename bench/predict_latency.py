@@ -22,7 +22,8 @@ Modes: ``at-least-once`` (the default predictor: acknowledgements pipelined, off
 once acknowledged), ``flush/batch`` (the previous behaviour, kept as the peer: a blocking flush
 with acks=all and a synchronous offset commit after every micro-batch), ``exactly-once``
 (``--exactly-once``: one transaction per micro-batch), ``hot-reload`` (at least once while a
-new snapshot is written every second, so the predictor reloads its model under load) and
+new snapshot is written every second by another process, as a learner would, so the predictor
+reloads its model under load) and
 ``echo``, the floor of this machine and client: a process that only reads each input with the
 client's own consumer and writes ``{"id": ...}`` back with its producer, with the predictor's
 fetch and produce settings and no model, decoding or clues (what any Python service on this
@@ -148,27 +149,36 @@ def predictor(bootstrap: str, inbox: str, outbox: str, snaps: Path, client: str,
         return subprocess.Popen(command, stdout=fh, stderr=fh, env=env)
 
 
-class Rewriter(threading.Thread):
-    """Writes a new snapshot (the newest one again, one event more) every second."""
+class Rewriter:
+    """Writes a new snapshot (the newest one again, one event more) every second, in a process of
+    its own, as a learner would (until stop 31 a thread of this process did it, and its loads and
+    writes held this process's GIL: the observer's read times of the posteriors waited for them)."""
 
-    def __init__(self, snaps: Path) -> None:
-        super().__init__(daemon=True)
-        self.store = SnapshotStore(snaps)
-        self.stop = threading.Event()
-        self.written = 0
-        self.start()
+    def __init__(self, snaps: Path) -> None:  # made before the load: its start-up is no part of it
+        self.proc = subprocess.Popen([sys.executable, __file__, "rewrite", str(snaps)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
-    def run(self) -> None:
-        while not self.stop.wait(1.0):
-            newest = self.store.latest()
-            self.store.write(newest.state, model=newest.model, positions={},
-                             events=newest.events + 1)
-            self.written += 1
+    def go(self) -> None:
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
 
     def finish(self) -> int:
-        self.stop.set()
-        self.join(30)
-        return self.written
+        self.proc.send_signal(signal.SIGTERM)
+        out, _ = self.proc.communicate(timeout=30)
+        return int(out.strip() or 0)
+
+
+def rewrite(snaps: Path) -> int:
+    """The :class:`Rewriter`'s process: a snapshot a second until SIGTERM; prints how many."""
+    store, stop, written = SnapshotStore(snaps), threading.Event(), 0
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    sys.stdin.readline()  # "go": the load has started
+    while not stop.wait(1.0):
+        newest = store.latest()
+        store.write(newest.state, model=newest.model, positions={}, events=newest.events + 1)
+        written += 1
+    print(written, flush=True)
+    return 0
 
 
 def run_one(bootstrap: str, snaps: Path, client: str, mode: str, rate: float, seconds: float,
@@ -181,6 +191,7 @@ def run_one(bootstrap: str, snaps: Path, client: str, mode: str, rate: float, se
     gc_file = log.with_name(f"gc-{tag}.json")
     proc = predictor(bootstrap, inbox, outbox, snaps, client, mode, log, gc_file)
     producer = load_producer(bootstrap)
+    writer = Rewriter(snaps) if mode == "hot-reload" else None
     try:
         deadline = time.monotonic() + 90
         cpu0 = 0.0
@@ -194,7 +205,8 @@ def run_one(bootstrap: str, snaps: Path, client: str, mode: str, rate: float, se
         n = int(rate * seconds)
         events = [(f"lat-{i:07d}", json.dumps({"id": f"lat-{i:07d}", "text": texts[i % len(texts)]},
                                                 separators=(",", ":")).encode()) for i in range(n)]
-        writer = Rewriter(snaps) if mode == "hot-reload" else None
+        if writer is not None:
+            writer.go()
         start, start_wall = time.perf_counter(), time.time()
         try:
             sent = offer(producer, inbox, events, rate)
@@ -214,6 +226,8 @@ def run_one(bootstrap: str, snaps: Path, client: str, mode: str, rate: float, se
             proc.wait()
         observer.stop.set()
         observer.join(10)
+        if writer is not None and writer.proc.poll() is None:  # the load failed before finish
+            writer.proc.kill()
     window = (min(sent.values(), default=0.0), max((v[0] for v in observer.seen.values()), default=0.0))
     pauses = [ms for at, ms, _gen in (json.loads(gc_file.read_text()) if gc_file.exists() else [])
               if window[0] <= at <= window[1]]
@@ -421,6 +435,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "serve":
         return serve(argv)
+    if argv and argv[0] == "rewrite":
+        return rewrite(Path(argv[1]))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument("--rates", default="500,2000,5000")
