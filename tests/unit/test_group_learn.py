@@ -748,3 +748,95 @@ def test_a_skipped_partition_with_nothing_past_it_is_left_alone():
 
     gl, member, _, _ = stalled_run({20: caught_up}, last=120, kind=Blocked)
     assert gl.renewals == 0 and member.renewed == [] and len(member.looks) >= 5
+
+
+class Orphaned(Stalling):
+    """A member given partition 1 by a group that gives 0 to nobody (``unheld`` says so from the
+    member's own holdings) until it renews; ``answer`` replaces the truth (None: unclear; an
+    exception: raised); ``leader_broken``: each renewal gives it ``[1]`` again."""
+
+    def __init__(self, group, clock, stop, script, last=300):
+        super().__init__(group, clock, stop, script, last)
+        self.group_looks: list[float] = []
+        self.answer_group: object = "truth"
+        self.leader_broken = False
+
+    def unheld(self):
+        self.group_looks.append(self.clock[0])
+        if isinstance(self.answer_group, Exception):
+            raise self.answer_group
+        if self.answer_group != "truth":
+            return self.answer_group
+        return {p for p in self.group.partitions if p not in self.next}
+
+    def renew(self):
+        super().renew()
+        if self.leader_broken:
+            self.pending[-1] = ("assigned", [1])
+
+
+def orphan_run(script, last=120, stall=10.0):
+    group, store, stop, clock = FakeGroup({0: 40, 1: 25}), MemorySnapshotStore(), threading.Event(), [0.0]
+    member = Orphaned(group, clock, stop, script, last)
+    gl = learner(member, store, stop=stop, clock=lambda: clock[0], stall_seconds=stall)
+    member.pending.append(("assigned", [1]))  # partition 0 is given to nobody
+    gl.run()
+    return gl, member, group, store
+
+
+def test_a_partition_the_group_gives_nobody_is_taken_at_the_second_look(caplog):
+    gl, member, group, store = orphan_run({})
+    # looks at the group every 10 s; {0} at 10 and again at 20: joins again, and is given both
+    assert member.group_looks[:3] == [10.0, 20.0, 30.0] and member.renewed == [20.0]
+    assert gl.renewals == 1
+    assert "partitions [0] are held by no member of the group; if they still are at the next " \
+           "look in 10 s, this member joins the group again" in caplog.text
+    assert "partitions [0] were held by no member of the group at two looks 10 s apart; " \
+           "checkpointing the shards and joining the group again" in caplog.text
+    state, events = reference_state(group)  # partition 0 learned after the renewal, exactly
+    assert merged(store).events == events
+    assert state_difference(merged(store).model.to_state(), state)[0] is None
+
+
+def test_a_group_that_answers_unclearly_or_not_at_all_renews_nothing(caplog):
+    def unclear(m):
+        m.answer_group = None  # not stable, a member not described, no answer
+
+    gl, member, _, _ = orphan_run({1: unclear}, last=60)
+    assert gl.renewals == 0 and member.renewed == [] and len(member.group_looks) >= 5
+
+    def failing(m):
+        m.answer_group = RuntimeError("coordinator not available")
+
+    gl, member, _, _ = orphan_run({1: failing}, last=60)
+    assert gl.renewals == 0 and member.renewed == [] and len(member.group_looks) >= 5
+    assert "could not describe the group: RuntimeError: coordinator not available" in caplog.text
+
+
+def test_a_partition_taken_between_the_two_looks_renews_nothing():
+    def taken(m):  # another member got it meanwhile (a rebalance the look came before)
+        m.answer_group = set()
+
+    gl, member, _, _ = orphan_run({15: taken}, last=60)
+    assert member.group_looks[:2] == [10.0, 20.0]
+    assert gl.renewals == 0 and member.renewed == []
+
+    def other(m):  # another partition unheld at the second look: a look, not a renewal
+        m.answer_group = {1}
+
+    gl, member, _, _ = orphan_run({15: other, 25: taken}, last=60)
+    assert gl.renewals == 0 and member.renewed == []
+
+
+def test_orphans_that_renewals_do_not_cure_are_looked_at_less_and_less_often():
+    def broken(m):  # the group's leader leaves 0 out of every assignment
+        m.leader_broken = True
+
+    gl, member, _, _ = orphan_run({1: broken}, last=200)
+    # renewals at 20, then each after the stall guard's doubling wait (10, 20, 40 s) and a look
+    assert member.renewed == [20.0, 40.0, 70.0, 120.0], member.renewed
+
+
+def test_the_look_at_the_group_is_off_with_the_stall_guard():
+    gl, member, _, _ = orphan_run({}, stall=0.0, last=60)
+    assert member.group_looks == [] and gl.renewals == 0

@@ -59,7 +59,8 @@ class Admin:
         self.closed = False
 
     def describe_topics(self, topics):
-        return [{"name": "events", "error_code": 0, "partitions": [{}, {}]}]
+        return [{"name": "events", "error_code": 0, "partitions": [{"partition_index": 0},
+                                                            {"partition_index": 1}]}]
 
     def describe_groups(self, groups):
         answer = Admin.answers["group"]

@@ -343,16 +343,49 @@ def _await_topic(consumer: Any, topic: str, stop: threading.Event,
         stop.wait(0.25)
 
 
+def unheld_partitions(topic: str, topics: Sequence[Mapping], group: Mapping | None
+                      ) -> set[int] | None:
+    """The partitions of ``topic`` that no member of the (stable) ``group`` holds; None when the
+    answer is not clear (a group not stable or without members, a member's assignment the broker
+    did not describe, the topic unknown). ``topics`` and ``group`` are kafka-python 3's
+    ``describe_topics`` and ``describe_groups`` answers.
+
+    >>> held = {"assigned_partitions": [{"topic": "t", "partitions": [1]}]}
+    >>> group = {"group_state": "Stable", "members": [{"member_assignment": held},
+    ...          {"member_assignment": {"assigned_partitions": []}}]}
+    >>> topics = [{"name": "t", "error_code": 0, "partitions": [{"partition_index": 0},
+    ...                                                          {"partition_index": 1}]}]
+    >>> unheld_partitions("t", topics, group)
+    {0}
+    >>> held["assigned_partitions"][0]["partitions"] = [1, 0]; unheld_partitions("t", topics, group)
+    set()
+    >>> group["group_state"] = "PreparingRebalance"; print(unheld_partitions("t", topics, group))
+    None
+    """
+    partitions = {part.get("partition_index") for t in topics if t.get("name") == topic
+                  and not t.get("error_code") for part in t.get("partitions") or []}
+    if not partitions or None in partitions or not group or group.get("error") \
+            or group.get("group_state") != "Stable" or not group.get("members"):
+        return None
+    for member in group["members"]:
+        assignment = member.get("member_assignment")
+        if not isinstance(assignment, Mapping):
+            return None
+        for part in assignment.get("assigned_partitions") or []:
+            if part.get("topic") == topic:
+                partitions.difference_update(part.get("partitions") or [])
+    return partitions
+
+
 def nobody_holds(topic: str, topics: Sequence[Mapping], group: Mapping | None) -> int:
     """The partition count of ``topic`` when the (stable) ``group`` gives no member any of them;
-    0 when a member holds one, or when the answer is not clear (a group not stable, a member's
-    assignment the broker did not describe, the topic unknown). ``topics`` and ``group`` are
-    kafka-python 3's ``describe_topics`` and ``describe_groups`` answers.
+    0 when a member holds one, or when the answer is not clear (:func:`unheld_partitions`).
 
     >>> held = {"assigned_partitions": [{"topic": "t", "partitions": [0]}]}
     >>> group = {"group_state": "Stable", "members": [{"member_assignment": held},
     ...          {"member_assignment": {"assigned_partitions": []}}]}
-    >>> topics = [{"name": "t", "error_code": 0, "partitions": [{}, {}]}]
+    >>> topics = [{"name": "t", "error_code": 0, "partitions": [{"partition_index": 0},
+    ...                                                          {"partition_index": 1}]}]
     >>> nobody_holds("t", topics, group)
     0
     >>> held["assigned_partitions"] = []; nobody_holds("t", topics, group)
@@ -361,21 +394,19 @@ def nobody_holds(topic: str, topics: Sequence[Mapping], group: Mapping | None) -
     >>> nobody_holds("t", topics, group)
     0
     """
-    partitions = sum(len(t.get("partitions") or []) for t in topics
-                     if t.get("name") == topic and not t.get("error_code"))
-    if not partitions or not group or group.get("error") or group.get("group_state") != "Stable":
-        return 0
-    members = group.get("members") or []
-    if not members:
-        return 0
-    for member in members:
-        assignment = member.get("member_assignment")
-        if not isinstance(assignment, Mapping):
-            return 0
-        for part in assignment.get("assigned_partitions") or []:
-            if part.get("topic") == topic and part.get("partitions"):
-                return 0
-    return partitions
+    unheld = unheld_partitions(topic, topics, group)
+    count = sum(len(t.get("partitions") or []) for t in topics
+                if t.get("name") == topic and not t.get("error_code"))
+    return count if unheld is not None and len(unheld) == count else 0
+
+
+def admin_options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``KafkaAdminClient`` arguments among a consumer's ``kwargs`` (its connection and
+    security), with a short request timeout: the assignment checks wait at most that long."""
+    options = {k: v for k, v in kwargs.items() if k in KafkaAdminClient.DEFAULT_CONFIG
+               and k not in ("metadata_max_age_ms", "request_timeout_ms")}
+    options["request_timeout_ms"] = _ADMIN_TIMEOUT_MS
+    return options
 
 
 class GroupSource:
@@ -409,10 +440,7 @@ class GroupSource:
         self._consumer.subscribe([topic])
         self._next: dict[int, int] = {}
         self._backoff = Backoff(stop=self.stop)
-        self._admin_options = {k: v for k, v in kwargs.items()
-                               if k in KafkaAdminClient.DEFAULT_CONFIG
-                               and k not in ("metadata_max_age_ms", "request_timeout_ms")}
-        self._admin_options["request_timeout_ms"] = _ADMIN_TIMEOUT_MS
+        self._admin_options = admin_options(kwargs)
         self._admin: Any = None
         self._idle_since: float | None = None  # since when this member holds no partition
         self._unassigned = 0  # checks in a row that found no member holding a partition

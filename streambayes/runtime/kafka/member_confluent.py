@@ -15,7 +15,14 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    ConsumerGroupState,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from streambayes.errors import BrokerError
@@ -148,6 +155,30 @@ class MemberSource:
         finally:  # librdkafka's destroy can wait for a broker that is away: not on this thread
             bounded(held.clear, CLOSE_SECONDS, "letting go of the stall guard's client")
 
+    def unheld(self, timeout: float = FRESH_SECONDS) -> set[int] | None:
+        """The partitions of the topic that no member of the (stable) group holds, as a new,
+        short-lived admin client finds them now (:func:`unheld_partitions`); None when that is not
+        clear, the broker does not answer within ``timeout`` s, or this member is static (its
+        joining again would not make the group rebalance)."""
+        if self._config.get("group.instance.id"):
+            return None
+        config = {**split("confluent", self._config, {}, "admin"),
+                  "error_cb": _ErrorLog(f"assignment check of {self.group} on {self.topic}")}
+        held: list[AdminClient] = []
+        try:
+            held.append(AdminClient(config))
+            topic = held[0].list_topics(self.topic, timeout=timeout).topics.get(self.topic)
+            described = held[0].describe_consumer_groups([self.group], request_timeout=timeout)
+            group = described[self.group].result(timeout=timeout)
+            if topic is None or topic.error is not None:
+                return None
+            return unheld_partitions(self.topic, set(topic.partitions), group)
+        except (KafkaException, concurrent.futures.TimeoutError) as exc:
+            logger.info("cannot describe group %s on %s: %s", self.group, self.topic, exc)
+            return None
+        finally:  # as fresh_ends: librdkafka's destroy can wait for a broker that is away
+            bounded(held.clear, CLOSE_SECONDS, "letting go of the assignment check's client")
+
     def joined(self) -> bool:
         """Whether the consumer is a member of the group now (it has a member id)."""
         try:
@@ -176,3 +207,27 @@ class MemberSource:
             bounded(self._consumer.close, CLOSE_SECONDS, f"leaving the group on {self.topic}")
         except KafkaException as exc:
             logger.warning("closing the group member of %s: %s", self.topic, exc)
+
+
+def unheld_partitions(topic: str, partitions: set[int], group: Any) -> set[int] | None:
+    """Of ``partitions`` (of ``topic``), those that no member of ``group`` (confluent-kafka's
+    ``ConsumerGroupDescription``) holds; None unless the group is stable with members.
+
+    >>> from types import SimpleNamespace as NS
+    >>> member = NS(assignment=NS(topic_partitions=[TopicPartition("t", 1)]))
+    >>> group = NS(state=ConsumerGroupState.STABLE, members=[member, NS(assignment=None)])
+    >>> unheld_partitions("t", {0, 1}, group)
+    {0}
+    >>> group.state = ConsumerGroupState.PREPARING_REBALANCING
+    >>> print(unheld_partitions("t", {0, 1}, group))
+    None
+    """
+    if not partitions or group.state != ConsumerGroupState.STABLE or not group.members:
+        return None
+    left = set(partitions)
+    for member in group.members:
+        assignment = getattr(member, "assignment", None)
+        for tp in getattr(assignment, "topic_partitions", None) or []:
+            if tp.topic == topic:
+                left.discard(tp.partition)
+    return left

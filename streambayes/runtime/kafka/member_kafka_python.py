@@ -24,7 +24,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from kafka import TopicPartition
+from kafka import KafkaAdminClient, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.base import MemberState
@@ -36,9 +36,11 @@ from streambayes.runtime.kafka.kafka_python import (
     _BOOTSTRAP_MS,
     _CONNECT_ERRORS,
     _poll,
+    admin_options,
     held_partitions,
     known_ends,
     new_consumer,
+    unheld_partitions,
 )
 from streambayes.runtime.records.sources import Record
 from streambayes.runtime.retry import Backoff, retrying
@@ -274,6 +276,29 @@ class MemberSource:
                 probe.close(autocommit=False, timeout_ms=int(FRESH_SECONDS * 1000))
             except (KafkaError, OSError, RuntimeError) as exc:
                 logger.info("closing the stall guard's client: %s", exc)
+
+    def unheld(self) -> set[int] | None:
+        """The partitions of the topic that no member of the (stable) group holds, as a new,
+        short-lived admin client finds them now (:func:`unheld_partitions`); None when that is not
+        clear, the broker does not answer, or this member is static (its joining again would not
+        make the group rebalance)."""
+        if self._kwargs.get("group_instance_id") is not None:
+            return None
+        admin = None
+        try:
+            admin = KafkaAdminClient(**admin_options(self._kwargs))
+            topics = admin.describe_topics([self.topic])
+            group = admin.describe_groups([self.group]).get(self.group)
+            return unheld_partitions(self.topic, topics, group)
+        except Exception as exc:  # noqa: BLE001 (a check: no answer is no answer)
+            logger.info("cannot describe group %s on %s: %s", self.group, self.topic, exc)
+            return None
+        finally:
+            if admin is not None:
+                try:
+                    admin.close()
+                except Exception as exc:  # noqa: BLE001
+                    logger.debug("closing the assignment check's client: %s", exc)
 
     def joined(self) -> bool:
         """Whether the consumer is in the group or joining it (kafka-python has no public call:

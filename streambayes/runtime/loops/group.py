@@ -53,6 +53,16 @@ kafka-python consumer whose fetch position for an idle partition is past the sha
 the shard's offset instead, once for each such position (a gap of transaction markers or aborted
 records comes back the same and is left alone).
 
+The same guard also looks at the group every ``stall_seconds``: a new short-lived admin client
+describes the group, and the partitions of the topic that no member of the stable group holds are
+noted (seen once with kafka-python's cooperative protocol: the group Stable, one member given
+``[]``, the other ``[1]``, partition 0 unread for good, a case the stall looks cannot see, since
+neither member has a partition to be quiet). When the next look finds some of the same partitions
+still held by nobody, the learner checkpoints its shards and joins again with a new consumer, as
+for a stall; the rebalance that makes assigns every partition. A group that is not stable, a
+broker that does not answer, and a static member (``group.instance.id``: its joining again would
+not rebalance) renew nothing.
+
 Before writing a shard, the learner checks that the shard's newest snapshot is still the one it
 restored or wrote; if another member wrote it since (this member lost the partition for a while
 without being told), it restores the shard from that snapshot and reads on from its offset instead
@@ -120,6 +130,10 @@ class MemberSource(Protocol):
     def fresh_ends(self, partitions: list[int]) -> dict[int, int] | None:
         """End offsets of ``partitions`` a new client gets from the broker now (None: no
         answer)."""
+
+    def unheld(self) -> set[int] | None:
+        """Optional: the topic's partitions that no member of the (stable) group holds, as a
+        new client finds them now (None: not clear, or no answer)."""
 
     def joined(self) -> bool:
         """Whether the consumer is a member of the group now."""
@@ -217,6 +231,8 @@ class GroupLearner:
         self._guard_wait = stall_seconds  # after a renewal: doubles while renewals bring nothing
         self._reread: dict[int, tuple[int, int]] = {}  # partition -> (next, position) sought back
         self.renewals = 0  # consumers the guard replaced
+        self._unheld_at = clock() + stall_seconds  # the next look at the group's assignment
+        self._unheld: set[int] = set()  # the partitions the last look found held by no member
         source.listener = self
 
     # -- the Rebalance listener -----------------------------------------------------------------
@@ -328,8 +344,38 @@ class GroupLearner:
             return
         try:
             self._look()
+            self._look_at_group()
         finally:  # the guard's own time (a look waits up to 5 s for the broker) is no hold
             self._guarded_at = self.clock()
+
+    def _look_at_group(self) -> None:
+        """Every ``stall_seconds``, ask the broker which partitions no member of the (stable)
+        group holds (the source's ``unheld``); when the next look finds some of the same ones
+        still held by nobody, join the group again (:meth:`_renew`): the rebalance that makes
+        assigns every partition. Seen once with kafka-python's cooperative protocol (a member
+        given ``[]``, the other ``[1]``, partition 0 unread for good); the same look covers any
+        assignor or client that leaves one out."""
+        now = self.clock()
+        ask = getattr(self.source, "unheld", None)
+        if ask is None or now < self._unheld_at:
+            return
+        self._unheld_at = now + self.stall_seconds
+        try:
+            found = ask() or set()
+        except Exception as exc:  # noqa: BLE001 (advice, as the stall guard's looks)
+            logger.warning("the stall guard of %s could not describe the group: %s: %s",
+                           self.topic, type(exc).__name__, exc)
+            found = set()
+        again, self._unheld = found & self._unheld, set(found)
+        if found and not again:
+            logger.warning("%s: partitions %s are held by no member of the group; if they still "
+                           "are at the next look in %.0f s, this member joins the group again",
+                           self.topic, sorted(found), self.stall_seconds)
+        elif again:
+            self._unheld = set()
+            self._renew(f"partitions {sorted(again)} were held by no member of the group at two "
+                        f"looks {self.stall_seconds:.0f} s apart", 0.0, orphans=True)
+            self._unheld_at = max(self._unheld_at, self._look_at)  # the renewals' backoff too
 
     def _look(self) -> None:
         now = self.clock()
@@ -448,13 +494,15 @@ class GroupLearner:
                     "; ".join(seen))
         return behind or None
 
-    def _renew(self, stalled: str, silent: float) -> None:
+    def _renew(self, stalled: str, silent: float, orphans: bool = False) -> None:
         """Checkpoint and drop every shard (as a revoke does), then join the group again with a
         new consumer; the next look waits twice as long as the last while renewals bring no
-        record (a cluster whose group coordinator stays away is not hammered)."""
-        logger.warning("%s: no record for %.0f s and %s: the consumer is not fetching; "
-                       "checkpointing the shards and joining the group again with a new "
-                       "consumer%s", self.topic, silent, stalled,
+        record (a cluster whose group coordinator stays away is not hammered). ``orphans``: the
+        group left partitions to nobody (``stalled`` says which), not a stall."""
+        what = stalled if orphans else \
+            f"no record for {silent:.0f} s and {stalled}: the consumer is not fetching"
+        logger.warning("%s: %s; checkpointing the shards and joining the group again with a new "
+                       "consumer%s", self.topic, what,
                        "" if self._guard_wait <= self.stall_seconds else
                        f" (again without a record since the last renewal: the next look in "
                        f"{self._guard_wait:.0f} s at the soonest)")
