@@ -771,8 +771,10 @@ class Orphaned(Stalling):
 
     def renew(self):
         super().renew()
-        if self.leader_broken:
+        if self.leader_broken:  # [1] again, and new records on it: the stall guard's wait resets
             self.pending[-1] = ("assigned", [1])
+            self.group.partitions[1] += [event(1, i) for i in range(len(self.group.partitions[1]),
+                                                                    len(self.group.partitions[1]) + 5)]
 
 
 def orphan_run(script, last=120, stall=10.0):
@@ -833,8 +835,19 @@ def test_orphans_that_renewals_do_not_cure_are_looked_at_less_and_less_often():
         m.leader_broken = True
 
     gl, member, _, _ = orphan_run({1: broken}, last=200)
-    # renewals at 20, then each after the stall guard's doubling wait (10, 20, 40 s) and a look
+    # renewals at 20, then each after a doubling wait (10, 20, 40 s) and a look 10 s later, though
+    # partition 1 brings records after each renewal
     assert member.renewed == [20.0, 40.0, 70.0, 120.0], member.renewed
+
+    def cured(m):  # a look finds every partition held: the next orphan gets the first wait again
+        m.leader_broken, m.answer_group = False, set()
+
+    def again(m):
+        m.answer_group = {1}
+
+    gl, member, _, _ = orphan_run({1: broken, 75: cured, 115: again}, last=200)
+    # the look at 110 finds every partition held; {1} at 120 and 130: renewed, then 10 s and 20 s
+    assert member.renewed == [20.0, 40.0, 70.0, 130.0, 150.0, 180.0], member.renewed
 
 
 def test_the_look_at_the_group_is_off_with_the_stall_guard():

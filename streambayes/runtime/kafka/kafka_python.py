@@ -73,10 +73,29 @@ _RECORD_OVERHEAD = 512  # bytes of batch and record framing kafka-python adds to
 _MIN_LETTER = 1024  # a refused dead letter is not cut below this
 
 
+def client_of(cls: type, **kwargs: Any) -> Any:
+    """``cls(**kwargs)``, a kafka-python client; when the construction fails after the client's
+    I/O thread started (a bootstrap the broker does not answer), that thread is stopped:
+    kafka-python 3.0.12 leaves it running, one more thread with each failed attempt (a learner
+    retrying through an hour's outage made dozens)."""
+    client = cls.__new__(cls)
+    try:
+        client.__init__(**kwargs)
+    except BaseException:
+        stop = getattr(getattr(client, "_net", None), "stop", None)
+        if stop is not None:
+            try:
+                stop()
+            except Exception as exc:  # noqa: BLE001 (the construction's error is the one to raise)
+                logger.debug("stopping the I/O thread of a %s that failed: %s", cls.__name__, exc)
+        raise
+    return client
+
+
 def new_consumer(**kwargs: Any) -> KafkaConsumer:
-    """A ``KafkaConsumer`` (``kwargs`` as given) whose poll does not sleep with records waiting
-    (:func:`wake_on_landed_fetch`)."""
-    consumer = KafkaConsumer(**kwargs)
+    """A ``KafkaConsumer`` (``kwargs`` as given; :func:`client_of`) whose poll does not sleep
+    with records waiting (:func:`wake_on_landed_fetch`)."""
+    consumer = client_of(KafkaConsumer, **kwargs)
     wake_on_landed_fetch(consumer)
     return consumer
 
@@ -476,7 +495,7 @@ class GroupSource:
         self.checks += 1
         try:
             if self._admin is None:
-                self._admin = KafkaAdminClient(**self._admin_options)
+                self._admin = client_of(KafkaAdminClient, **self._admin_options)
             topics = self._admin.describe_topics([self.topic])
             group = self._admin.describe_groups([self.group]).get(self.group)
         except Exception as exc:  # noqa: BLE001 (a check, not the stream: never ends the run)

@@ -158,20 +158,22 @@ class MemberSource:
     def unheld(self, timeout: float = FRESH_SECONDS) -> set[int] | None:
         """The partitions of the topic that no member of the (stable) group holds, as a new,
         short-lived admin client finds them now (:func:`unheld_partitions`); None when that is not
-        clear, the broker does not answer within ``timeout`` s, or this member is static (its
-        joining again would not make the group rebalance)."""
+        clear, the broker does not answer within ``timeout`` s in all, or this member is static
+        (its joining again would not make the group rebalance)."""
         if self._config.get("group.instance.id"):
             return None
         config = {**split("confluent", self._config, {}, "admin"),
                   "error_cb": _ErrorLog(f"assignment check of {self.group} on {self.topic}")}
+        deadline = time.monotonic() + timeout
         held: list[AdminClient] = []
         try:
             held.append(AdminClient(config))
             topic = held[0].list_topics(self.topic, timeout=timeout).topics.get(self.topic)
-            described = held[0].describe_consumer_groups([self.group], request_timeout=timeout)
-            group = described[self.group].result(timeout=timeout)
             if topic is None or topic.error is not None:
                 return None
+            left = max(0.1, deadline - time.monotonic())  # one deadline for both requests
+            described = held[0].describe_consumer_groups([self.group], request_timeout=left)
+            group = described[self.group].result(timeout=max(0.1, deadline - time.monotonic()))
             return unheld_partitions(self.topic, set(topic.partitions), group)
         except (KafkaException, concurrent.futures.TimeoutError) as exc:
             logger.info("cannot describe group %s on %s: %s", self.group, self.topic, exc)
@@ -211,13 +213,18 @@ class MemberSource:
 
 def unheld_partitions(topic: str, partitions: set[int], group: Any) -> set[int] | None:
     """Of ``partitions`` (of ``topic``), those that no member of ``group`` (confluent-kafka's
-    ``ConsumerGroupDescription``) holds; None unless the group is stable with members.
+    ``ConsumerGroupDescription``) holds; None unless the group is stable with members whose
+    assignments the broker described (as kafka-python's :func:`~streambayes.runtime.kafka.
+    kafka_python.unheld_partitions` reads its answer).
 
     >>> from types import SimpleNamespace as NS
     >>> member = NS(assignment=NS(topic_partitions=[TopicPartition("t", 1)]))
-    >>> group = NS(state=ConsumerGroupState.STABLE, members=[member, NS(assignment=None)])
+    >>> group = NS(state=ConsumerGroupState.STABLE,
+    ...            members=[member, NS(assignment=NS(topic_partitions=[]))])
     >>> unheld_partitions("t", {0, 1}, group)
     {0}
+    >>> group.members[1].assignment = None; print(unheld_partitions("t", {0, 1}, group))
+    None
     >>> group.state = ConsumerGroupState.PREPARING_REBALANCING
     >>> print(unheld_partitions("t", {0, 1}, group))
     None
@@ -227,6 +234,8 @@ def unheld_partitions(topic: str, partitions: set[int], group: Any) -> set[int] 
     left = set(partitions)
     for member in group.members:
         assignment = getattr(member, "assignment", None)
+        if assignment is None:  # not described: unclear
+            return None
         for tp in getattr(assignment, "topic_partitions", None) or []:
             if tp.topic == topic:
                 left.discard(tp.partition)

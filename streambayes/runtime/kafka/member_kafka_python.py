@@ -37,6 +37,7 @@ from streambayes.runtime.kafka.kafka_python import (
     _CONNECT_ERRORS,
     _poll,
     admin_options,
+    client_of,
     held_partitions,
     known_ends,
     new_consumer,
@@ -286,7 +287,7 @@ class MemberSource:
             return None
         admin = None
         try:
-            admin = KafkaAdminClient(**admin_options(self._kwargs))
+            admin = client_of(KafkaAdminClient, **admin_options(self._kwargs))
             topics = admin.describe_topics([self.topic])
             group = admin.describe_groups([self.group]).get(self.group)
             return unheld_partitions(self.topic, topics, group)

@@ -59,9 +59,14 @@ noted (seen once with kafka-python's cooperative protocol: the group Stable, one
 ``[]``, the other ``[1]``, partition 0 unread for good, a case the stall looks cannot see, since
 neither member has a partition to be quiet). When the next look finds some of the same partitions
 still held by nobody, the learner checkpoints its shards and joins again with a new consumer, as
-for a stall; the rebalance that makes assigns every partition. A group that is not stable, a
+for a stall; the rebalance that makes assigns every partition. Every member looks, so any that
+sees it may renew. While such renewals do not cure it, the wait before the next look doubles (up
+to :data:`MAX_GUARD_WAIT` times ``stall_seconds``; a look that finds every partition held starts
+over). A group that is not stable, a member whose assignment the broker does not describe, a
 broker that does not answer, and a static member (``group.instance.id``: its joining again would
-not rebalance) renew nothing.
+not rebalance) renew nothing. Partitions just added to the topic, and those a cooperative
+rebalance hands over, are held by nobody for a few seconds: with the default 60 s two looks do
+not both land in such a window unless the group keeps changing.
 
 Before writing a shard, the learner checks that the shard's newest snapshot is still the one it
 restored or wrote; if another member wrote it since (this member lost the partition for a while
@@ -233,6 +238,7 @@ class GroupLearner:
         self.renewals = 0  # consumers the guard replaced
         self._unheld_at = clock() + stall_seconds  # the next look at the group's assignment
         self._unheld: set[int] = set()  # the partitions the last look found held by no member
+        self._unheld_wait = stall_seconds  # after a renewal for them: doubles until none is found
         source.listener = self
 
     # -- the Rebalance listener -----------------------------------------------------------------
@@ -345,7 +351,7 @@ class GroupLearner:
         try:
             self._look()
             self._look_at_group()
-        finally:  # the guard's own time (a look waits up to 5 s for the broker) is no hold
+        finally:  # the guard's own time (a look waits some seconds for the broker) is no hold
             self._guarded_at = self.clock()
 
     def _look_at_group(self) -> None:
@@ -361,12 +367,15 @@ class GroupLearner:
             return
         self._unheld_at = now + self.stall_seconds
         try:
-            found = ask() or set()
+            answer = ask()
         except Exception as exc:  # noqa: BLE001 (advice, as the stall guard's looks)
             logger.warning("the stall guard of %s could not describe the group: %s: %s",
                            self.topic, type(exc).__name__, exc)
-            found = set()
-        again, self._unheld = found & self._unheld, set(found)
+            answer = None
+        if answer is not None and not answer:  # every partition held: a renewal, if any, worked
+            self._unheld_wait = self.stall_seconds
+        found = set(answer or ())
+        again, self._unheld = found & self._unheld, found
         if found and not again:
             logger.warning("%s: partitions %s are held by no member of the group; if they still "
                            "are at the next look in %.0f s, this member joins the group again",
@@ -375,7 +384,9 @@ class GroupLearner:
             self._unheld = set()
             self._renew(f"partitions {sorted(again)} were held by no member of the group at two "
                         f"looks {self.stall_seconds:.0f} s apart", 0.0, orphans=True)
-            self._unheld_at = max(self._unheld_at, self._look_at)  # the renewals' backoff too
+            # its own backoff: the member's other partitions may well bring records meanwhile
+            self._unheld_at = self.clock() + self._unheld_wait
+            self._unheld_wait = min(2 * self._unheld_wait, MAX_GUARD_WAIT * self.stall_seconds)
 
     def _look(self) -> None:
         now = self.clock()
