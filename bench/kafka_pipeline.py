@@ -371,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--events", type=int, default=200_000)
     ap.add_argument("--river-events", type=int, default=30_000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--clue-rounds", type=int, default=7,
+                    help="rounds of the predictor's backlog with and without clues (default 7)")
     ap.add_argument("--model", default="nb")
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument("--rate", type=float, default=1000.0, help="offered load for latency (events/s)")
@@ -456,9 +458,14 @@ def main(argv: list[str] | None = None) -> int:
         for client in clients:
             # clues=0 and clues=5 interleaved, round by round: the machine drifts (until stop 28
             # every clues=5 run came first, straight after the learners, and the ratio said so)
+            # each run is some 2.5 s here, as long as the machine's bursts: more rounds than
+            # --repeats (--clue-rounds, 7), the order within a round alternating (0 then 5, 5 then
+            # 0), so that neither comes first each time (with 3 rounds on 28 Nov: median ratios
+            # 0.70 and 0.74, ranges 0.69-1.09 and 0.73-1.29, while the clues cost 3.6 us of
+            # some 50 us an event in one process)
             runs: dict[int, list[Timed]] = {0: [], 5: []}
-            for _ in range(args.repeats):
-                for clues in (0, 5):
+            for round_ in range(args.clue_rounds):
+                for clues in ((0, 5) if round_ % 2 == 0 else (5, 0)):
                     runs[clues].append(predictor_backlog(client, bootstrap, "unlabelled", n_pred,
                                                          snaps, clues))
             for clues in (5, 0):
