@@ -151,8 +151,8 @@ def predictor(bootstrap: str, inbox: str, outbox: str, snaps: Path, client: str,
 
 class Rewriter:
     """Writes a new snapshot (the newest one again, one event more) every second, in a process of
-    its own, as a learner would (until stop 31 a thread of this process did it, and its loads and
-    writes held this process's GIL: the observer's read times of the posteriors waited for them)."""
+    its own, as a learner would (until stop 31 a thread of this process did it, whose loads and
+    writes could hold the GIL the observer needs to time the posteriors it reads)."""
 
     def __init__(self, snaps: Path) -> None:  # made before the load: its start-up is no part of it
         self.proc = subprocess.Popen([sys.executable, __file__, "rewrite", str(snaps)],

@@ -383,7 +383,7 @@ class GroupLearner:
         elif again:
             self._unheld = set()
             self._renew(f"partitions {sorted(again)} were held by no member of the group at two "
-                        f"looks {self.stall_seconds:.0f} s apart", 0.0, orphans=True)
+                        f"looks {self.stall_seconds:.0f} s apart")
             # its own backoff: the member's other partitions may well bring records meanwhile
             self._unheld_at = self.clock() + self._unheld_wait
             self._unheld_wait = min(2 * self._unheld_wait, MAX_GUARD_WAIT * self.stall_seconds)
@@ -436,7 +436,8 @@ class GroupLearner:
             self._suspect = {p: end for p, (end, _why) in behind.items()}
             self._look_at = now + RECHECK_SECONDS
             return
-        self._renew("; ".join(confirmed), silent)
+        self._renew(f"no record for {silent:.0f} s and {'; '.join(confirmed)}: the consumer is "
+                    "not fetching")
 
     def _reread_skipped(self, idle: list[int], positions: dict[int, int], now: float) -> bool:
         """Seek back the idle partitions whose consumer fetch position is past the shard's next
@@ -505,15 +506,12 @@ class GroupLearner:
                     "; ".join(seen))
         return behind or None
 
-    def _renew(self, stalled: str, silent: float, orphans: bool = False) -> None:
+    def _renew(self, why: str) -> None:
         """Checkpoint and drop every shard (as a revoke does), then join the group again with a
-        new consumer; the next look waits twice as long as the last while renewals bring no
-        record (a cluster whose group coordinator stays away is not hammered). ``orphans``: the
-        group left partitions to nobody (``stalled`` says which), not a stall."""
-        what = stalled if orphans else \
-            f"no record for {silent:.0f} s and {stalled}: the consumer is not fetching"
+        new consumer (``why`` is logged); the next look waits twice as long as the last while
+        renewals bring no record (a cluster whose group coordinator stays away is not hammered)."""
         logger.warning("%s: %s; checkpointing the shards and joining the group again with a new "
-                       "consumer%s", self.topic, what,
+                       "consumer%s", self.topic, why,
                        "" if self._guard_wait <= self.stall_seconds else
                        f" (again without a record since the last renewal: the next look in "
                        f"{self._guard_wait:.0f} s at the soonest)")
