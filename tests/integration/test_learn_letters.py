@@ -115,3 +115,75 @@ def test_state_topic_readers_see_committed_snapshots_only(bootstrap, client):
         sink.close()
         writer.log.close()
         reader.log.close()
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_a_strict_read_sees_snapshots_committed_behind_another_open_transaction(bootstrap, client):
+    """Every shard writes partition 0 of the state topic. A transaction another shard's writer
+    left open (killed mid-checkpoint) holds the last stable offset below a snapshot committed
+    after it began: a plain read stops before that snapshot at once (a predictor is not held
+    up), and the strict read of a learner taking a shard over waits until the open transaction
+    ends (here its id's next producer fences it after a second), then sees it."""
+    import threading
+
+    from streambayes.runtime.kafka.transactions import TransactionalSink
+    from streambayes.runtime.stores.kafka_topic import KafkaSnapshotStore, TopicLog
+    from tests.store_conformance import STATE
+
+    topic = f"strict-state-{os.getpid()}-{time.time_ns()}"
+
+    def store() -> KafkaSnapshotStore:
+        return KafkaSnapshotStore(TopicLog(bootstrap, topic, timeout=20.0))
+
+    writer = store()
+    largest = writer.log.chunk_bytes + 1024
+    size = ({"message.max.bytes": largest} if client == "confluent"
+            else {"max_request_size": largest})
+    sink = TransactionalSink(client, bootstrap, f"test-{topic}", options=size)
+    killed = TransactionalSink(client, bootstrap, f"test-{topic}-other", options=size)
+    log, stores = writer.log, [writer]
+
+    def write(n: int) -> None:
+        log.writer = sink
+        try:
+            sink.exactly_once(lambda: writer.write(
+                {**STATE, "counts": STATE["counts"] + n}, model="mnb",
+                positions={"events": {"0": n}}, events=n), None, "", {})
+            log.overlay.update(log.pending)
+        finally:
+            log.writer, log.pending = None, {}
+
+    fencer: list = []
+    try:
+        write(1)
+        killed._impl.begin()  # another shard's checkpoint, left open
+        killed._impl.send(topic, b"partition-x-1/snapshot-000001.sbs:" + b"0" * 20 + b":000000",
+                          b"chunk", 0)
+        killed._impl.flush()
+        write(2)  # committed behind the open transaction
+        plain = store()
+        stores.append(plain)
+        started = time.monotonic()
+        assert plain.ids() == ["000001"] and time.monotonic() - started < 5.0
+
+        strict = store()
+        stores.append(strict)
+        timer = threading.Timer(1.0, lambda: fencer.append(
+            TransactionalSink(client, bootstrap, f"test-{topic}-other", options=size)))
+        started = time.monotonic()
+        timer.start()
+        strict.log.refresh(strict=True)
+        waited = time.monotonic() - started
+        seen = sorted(key for key in strict.log.records if key.endswith(".sbs"))
+        timer.join()
+        assert seen == ["snapshot-000001.sbs", "snapshot-000002.sbs"], \
+            f"the strict read stopped before snapshot 2: {seen}"
+        assert strict.ids() == ["000001", "000002"]
+        assert strict.latest().events == 2
+        assert waited >= 0.9, f"the strict read did not wait for the open transaction ({waited:.2f} s)"
+        assert plain.ids() == ["000001", "000002"]  # and a plain read catches up once it ended
+    finally:
+        for s in stores:
+            s.log.close()
+        for producer in (sink, killed, *fencer):
+            producer.close()

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from streambayes.cli import main
-from streambayes.errors import BrokerError, UsageError
+from streambayes.errors import BrokerError, SnapshotError, UsageError
 from streambayes.models import make_model
 from streambayes.runtime.kafka import transactions
 from streambayes.runtime.loops.group import GroupLearner, shard_name
@@ -41,7 +41,9 @@ class Fenced(Exception):
 
 class Broker:
     """Committed records ``(topic, key, value)``; ``lso``: how many a read_committed reader sees
-    (None: all; less while another writer's transaction is open)."""
+    (None: all; less while another writer's transaction is open). ``holder``: the transactional
+    id of that open transaction, if given: a new producer of that id fences it (aborts it: the
+    LSO is gone), and a strict read (to the high watermark) raises instead of waiting for it."""
 
     def __init__(self) -> None:
         self.log: list[tuple[str, bytes, bytes | None]] = []
@@ -49,6 +51,7 @@ class Broker:
         self.epochs: dict[str, int] = {}
         self.fail_commits = 0
         self.lso: int | None = None
+        self.holder: str | None = None
 
     def committed(self, topic: str) -> list[tuple[bytes, bytes | None]]:
         return [(k, v) for t, k, v in self.log if t == topic]
@@ -63,6 +66,8 @@ class FakeProducer:
         self.tid, self.max_bytes, self.buffer = tid, 10**6, []
         self.epoch = self.broker.epochs[tid] = self.broker.epochs.get(tid, 0) + 1
         self.broker.events.append(("init", tid))
+        if tid == self.broker.holder:  # fenced: the open transaction is aborted
+            self.broker.holder = self.broker.lso = None
 
     def _check(self) -> None:
         if self.broker.epochs[self.tid] != self.epoch:
@@ -130,8 +135,12 @@ class FakeLog(TopicLog):
     def chunk_bytes(self) -> int:
         return 700  # small: a snapshot is several chunks
 
-    def refresh(self) -> None:
-        self.broker.events.append(("read", STATE))
+    def refresh(self, strict: bool = False) -> None:
+        self.broker.events.append(("strict read" if strict else "read", STATE))
+        if strict and self.writer is not None:
+            raise AssertionError("a strict read inside the learner's own transaction")
+        if strict and self.broker.lso is not None:
+            raise SnapshotError(f"a strict read waited for {self.broker.holder}'s open transaction")
         end = len(self.broker.log) if self.broker.lso is None else self.broker.lso
         with self.lock:
             for offset in range(self.position, end):
@@ -276,7 +285,9 @@ def test_group_shards_each_have_a_fenced_producer_and_their_own_letters(broker):
     assert tid0 == f"streambayes-learn-state-{shard_name(TOPIC, 0)}"
     tid1 = transactional_id(gl.shards[1].loop.store)
     read = ("read", STATE)  # the first: the group learner's check of the store's own snapshots
-    assert broker.events == [read, ("init", tid0), read, ("init", tid1), read]  # fence, restore
+    # both shards' previous writers fenced, then one strict read, then each shard restored
+    assert broker.events == [read, ("init", tid0), ("init", tid1), ("strict read", STATE),
+                             read, read]
     a.pending.append(("revoked", [1]))
     drive(gl, a, 1)
     committed = [e for e in broker.events if e[0] == "commit"]
@@ -317,6 +328,50 @@ def test_a_group_shard_fenced_by_another_member_is_restored_not_fatal(broker):
 def _parts(child):
     wrapped = TransactionalStore(child, make_sink)
     return wrapped, (wrapped.letters, DLQ)
+
+
+def test_a_shard_taken_over_is_restored_from_its_newest_snapshot_past_an_open_transaction(broker):
+    """All shards write partition 0 of the state topic. A member killed mid-checkpoint of shard 1
+    leaves a transaction open there that holds a read_committed reader's end (the last stable
+    offset) below the newest snapshot of shard 0, committed after it began. The member that takes
+    shard 0 over must restore that newest snapshot (a plain read would give it the one before:
+    its records learned again, their dead letters written twice): it reads the topic strictly, to
+    its high watermark, after fencing. Taking both shards, it fences both before it reads, so it
+    never waits for the transaction it is about to abort; taking shard 0 only, its strict read
+    waits (here: raises) while shard 1's writer is not fenced."""
+    group = FakeGroup({0: 60, 1: 60})
+    a = FakeMember(group, "a")
+    ga = GroupLearner(a, Decoder("jsonl"), kafka_store(broker), lambda: make_model("nb"), "nb",
+                      every=10**9, every_seconds=10**9, batch_size=13, calibrate=False,
+                      shard_parts=_parts)
+    a.pending.append(("assigned", [0, 1]))
+    drive(ga, a, 1)
+    assert [i.id for i in ga.checkpoint()] == ["000001", "000001"]  # shard 0's, shard 1's
+    held = len(broker.log)  # a's next checkpoint of shard 1 stays open from here (a is killed)
+    drive(ga, a, 2)
+    assert [i.id for i in ga.checkpoint([0])] == ["000002"]  # committed after it: past the LSO
+    broker.lso, broker.holder = held, transactional_id(ga.shards[1].loop.store)
+    newest = ga.shards[0].view.next
+    assert kafka_store(broker).child(shard_name(TOPIC, 0)).ids() == ["000001"]  # a plain read
+
+    alone = FakeMember(group, "c")  # takes shard 0 only: shard 1's writer is not fenced yet
+    gc = GroupLearner(alone, Decoder("jsonl"), kafka_store(broker), lambda: make_model("nb"),
+                      "nb", every=10**9, every_seconds=10**9, batch_size=13, calibrate=False,
+                      shard_parts=_parts)
+    alone.pending.append(("assigned", [0]))
+    with pytest.raises(SnapshotError, match="waited for"):
+        drive(gc, alone, 1)
+    assert gc.shards == {}
+
+    b = FakeMember(group, "b")
+    gb = GroupLearner(b, Decoder("jsonl"), kafka_store(broker), lambda: make_model("nb"), "nb",
+                      every=10**9, every_seconds=10**9, batch_size=13, calibrate=False,
+                      shard_parts=_parts)
+    b.pending.append(("assigned", [0, 1]))
+    drive(gb, b, 1)
+    assert broker.lso is None  # shard 1's open transaction aborted by b's fence, not waited out
+    shard = gb.shards[0]  # restored from 000002, then one batch read on from its offset
+    assert shard.last_id == "000002" and shard.view.next - shard.unsaved == newest
 
 
 @pytest.mark.parametrize(("snapshots", "dead", "needle"), [
@@ -390,3 +445,11 @@ def test_a_shard_whose_restore_fails_closes_its_producer(broker):
     with pytest.raises(SnapshotError):
         drive(gl, a, 1)
     assert released == [True]
+
+
+def test_a_strict_read_inside_the_own_transaction_is_refused():
+    """It would wait for the transaction it is part of until the broker aborts it."""
+    log = TopicLog("nowhere:9", STATE)
+    log.writer = object()
+    with pytest.raises(RuntimeError, match="wait for itself"):
+        log.refresh(strict=True)

@@ -244,10 +244,15 @@ class GroupLearner:
     # -- the Rebalance listener -----------------------------------------------------------------
     def assigned(self, partitions: Sequence[int]) -> dict[int, int | None]:
         offsets: dict[int, int | None] = {}
-        for p in sorted(partitions):
-            if p not in self.shards:
-                self.shards[p] = self._restore(p)
-            offsets[p] = self.shards[p].view.next
+        parts = self._fence([p for p in sorted(partitions) if p not in self.shards])
+        try:
+            for p in sorted(partitions):
+                if p not in self.shards:
+                    self.shards[p] = self._restore(p, parts.pop(p, None))
+                offsets[p] = self.shards[p].view.next
+        finally:
+            for child, _dead in parts.values():  # not restored (one failed): closed
+                child.release()
             self._fed_at[p] = self.clock()  # a new assignment: its first fetch may take a while
         if partitions:
             self._empty_since, self._suspect = None, {}
@@ -277,13 +282,37 @@ class GroupLearner:
                                self.topic, p, shard.unsaved)
             self._drop(p)
 
-    def _restore(self, partition: int) -> Shard:
+    def _fence(self, partitions: Sequence[int]) -> dict[int, tuple[Any, Any]]:
+        """``--exactly-once``: each shard's transactional store and letter buffer, made (which
+        fences the shard's previous writer) for all of ``partitions`` first, then one strict
+        read of the state topic (:meth:`~.learn_exactly_once.TransactionalStore.settle`): the
+        read waits for every transaction open below the topic's end, and those of shards this
+        member is taking over are aborted by then, not waited out. {} without the flag."""
+        parts: dict[int, tuple[Any, Any]] = {}
+        if self.shard_parts is None or not partitions:
+            return parts
+        try:
+            for p in partitions:
+                parts[p] = self.shard_parts(self.store.child(shard_name(self.topic, p)))
+            next(iter(parts.values()))[0].settle()  # the shards share one state topic
+        except BaseException:
+            for child, _dead in parts.values():
+                child.release()
+            raise
+        return parts
+
+    def _restore(self, partition: int, parts: tuple[Any, Any] | None = None) -> Shard:
+        """The shard of ``partition`` from its newest snapshot; ``parts``: its transactional
+        store and letter buffer, already fenced and settled (:meth:`_fence`; made here if
+        None)."""
         self._fed_at[partition] = self.clock()  # the stall guard counts from here
         view = PartitionView(self.topic, partition)
         child: Any = self.store.child(shard_name(self.topic, partition))
         dead = self.dead_letters
-        if self.shard_parts is not None:  # fences the shard's previous writer before reading it
-            child, dead = self.shard_parts(child)
+        if parts is None and self.shard_parts is not None:
+            parts = self._fence([partition])[partition]
+        if parts is not None:
+            child, dead = parts
         loop = LearnLoop(view, self.decoder, child, self.make_model, self.model_name,
                          dead_letters=dead, batch_size=self.batch_size,
                          stop=self.stop, config=self.config, clock=self.clock,

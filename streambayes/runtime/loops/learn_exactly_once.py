@@ -17,7 +17,14 @@ all: one letter per bad record across ``kill -9``; the state topic's readers (th
 writer), ``streambayes-learn-<state topic>-partition-<topic>-<p>`` for each partition shard of a
 group learner. The producer is made (``init_transactions``) before the shard is restored, so a
 restarted learner, or the member a partition moved to, first fences the shard's previous writer
-(its open transaction is aborted, it can commit nothing more) and then reads the committed state.
+(its open transaction is aborted, it can commit nothing more) and then reads the committed state,
+strictly: to the state topic's high watermark, waiting for every transaction open below it to end
+(:meth:`TransactionalStore.settle`). All shards share the topic's partition 0, so a plain
+``read_committed`` read would stop before another shard's open transaction (a killed member's
+stays open for up to ``transaction.timeout.ms``, 10 s, unless its shard's new owner fences it),
+missing this shard's snapshots committed after it: the shard would be restored from an older
+snapshot and its records' dead letters written twice. A member that takes several shards fences
+them all before it reads, so it does not wait for transactions it is about to abort.
 
 A directory or S3 store cannot join a Kafka transaction: the flag is refused there (exit 2).
 """
@@ -124,6 +131,14 @@ class TransactionalStore:
                 log.writer, log.pending = None, {}  # aborted: as if never written
         return info
 
+    def settle(self) -> None:
+        """Read the state topic to its high watermark (a strict read, :meth:`TopicLog.refresh`):
+        after this producer fenced the shard's previous writer, every snapshot that writer
+        committed is there, even one committed behind another shard's transaction that is still
+        open (a plain read ends before that transaction). Called before the shard is restored;
+        a member taking several shards fences them all first, then settles once."""
+        self.inner.log.refresh(strict=True)
+
     def release(self) -> None:
         """Close the producer (the shard was dropped; its unsent letters too)."""
         self.letters.close()
@@ -194,6 +209,11 @@ def exactly_once_parts(job: Any, settings: Any, store: BaseSnapshotStore, stop: 
     """A static learner's transactional store and its dead-letter buffer (``(sink, topic)``)."""
     _state, dead = check_targets(job.snapshots, job.dead_letter)
     wrapped = TransactionalStore(store, sink_factory(store, settings, stop), letter_bytes(settings))
+    try:
+        wrapped.settle()
+    except BaseException:
+        wrapped.release()
+        raise
     return wrapped, (None if dead is None else (wrapped.letters, dead.topic))
 
 

@@ -6,8 +6,8 @@ A reader has three calls, all under the :class:`~.kafka_topic.TopicLog`'s lock:
 
 - ``exists()``: False while the topic does not exist (a reader never creates it); the first
   True assigns partition 0 from its first offset;
-- ``read(apply, timeout)``: every record appended since the last read, ``apply(key, value,
-  offset)`` in offset order, up to the end the partition had when the read began (a
+- ``read(apply, timeout, strict=False)``: every record appended since the last read, ``apply(key,
+  value, offset)`` in offset order, up to the end the partition had when the read began (a
   :class:`~streambayes.errors.SnapshotError` if it cannot get there within ``timeout`` s);
 - ``fetch(wanted, timeout)``: the records at the ``wanted`` offsets (offset -> key) again, with a
   second consumer (an older snapshot's chunks the log no longer keeps in memory).
@@ -15,6 +15,16 @@ A reader has three calls, all under the :class:`~.kafka_topic.TopicLog`'s lock:
 Both read committed records only (``isolation.level=read_committed``): what a transaction that
 was aborted wrote is never a snapshot, and a log ending with a transaction marker is read to
 its end.
+
+A read ends where such a reader's end is, the last stable offset: any transaction still open
+holds it below every record committed after that transaction began, whoever wrote them. That is
+what a predictor wants (an open checkpoint never holds it up). ``read(..., strict=True)`` reads
+to the high watermark instead (asked by a ``read_uncommitted`` client), waiting until every
+transaction open below it has ended: what an exactly-once learner reads when it takes a shard
+over, right after its producer fenced the shard's previous writer, so that no snapshot of that
+shard committed behind another shard's open transaction is missed (a killed writer's stays open
+until it is fenced or its ``transaction.timeout.ms`` runs out). It must not be asked while this
+process has a transaction of its own open on the topic: that would wait for itself.
 
 librdkafka (:class:`ConfluentReader`, the default) loads the newest merged model on a fresh
 process in about half kafka-python's time here (bench/state_stores.py, enron, 4 shards: 1.3x
@@ -87,6 +97,7 @@ class ConfluentReader:
             "error_cb": self._errors}, options)
         self._consumer: Any = None
         self._side: Any = None  # the second client: later watermarks, older chunks
+        self._strict: Any = None  # a read_uncommitted client: the high watermark (strict reads)
         self._assigned = False
         self._position: int | None = None  # next offset to read; None before the first read
         self._first_end: tuple[int, int] | None = None  # the watermarks when assigned
@@ -122,23 +133,39 @@ class ConfluentReader:
             self._side = self._client()
         return self._side
 
-    def read(self, apply: Apply, timeout: float) -> None:
+    def read(self, apply: Apply, timeout: float, strict: bool = False) -> None:
         from confluent_kafka import KafkaException, TopicPartition
 
         deadline = time.monotonic() + timeout
+        tp = TopicPartition(self.topic, 0)
         try:
             if self._first_end is not None:  # asked before the first fetch: no wait
                 (self._position, end), self._first_end = self._first_end, None
             else:
-                end = self._second().get_watermark_offsets(TopicPartition(self.topic, 0),
-                                                           timeout=timeout, cached=False)[1]
+                end = self._second().get_watermark_offsets(tp, timeout=timeout, cached=False)[1]
+            if strict:  # the high watermark: a read_uncommitted client's end
+                end = self._uncommitted().get_watermark_offsets(tp, timeout=timeout, cached=False)[1]
             while self._position < end:
                 if time.monotonic() > deadline:
-                    raise SnapshotError(f"{self.name}: could not read to offset {end} in {timeout:g} s")
-                if self._consume(self._consumer, apply):
-                    return
+                    raise SnapshotError(f"{self.name}: could not read to offset {end} in "
+                                        f"{timeout:g} s" + (" (a transaction below it stayed "
+                                                            "open)" if strict else ""))
+                if self._consume(self._consumer, apply) and not strict:
+                    return  # the end of what is committed (the last stable offset)
         except KafkaException as exc:
             raise SnapshotError(f"cannot read the state topic {self.name}: {exc}") from exc
+
+    def _uncommitted(self) -> Any:
+        """A client that asks the high watermark only (``read_uncommitted``), made at the first
+        strict read."""
+        if self._strict is None:
+            from confluent_kafka import Consumer
+
+            from streambayes.runtime.kafka.confluent import _usable
+
+            config = {**self._config, "isolation.level": "read_uncommitted"}
+            self._strict = _usable(lambda: Consumer(config))
+        return self._strict
 
     def _consume(self, consumer: Any, apply: Apply) -> bool:
         """One batch (what is fetched, else wait up to 0.5 s for a record); True at the
@@ -187,10 +214,10 @@ class ConfluentReader:
         return out
 
     def close(self) -> None:
-        for client in (self._consumer, self._side):
+        for client in (self._consumer, self._side, self._strict):
             if client is not None:
                 client.close()
-        self._consumer = self._side = None
+        self._consumer = self._side = self._strict = None
         self._assigned, self._position, self._first_end = False, None, None
 
 
@@ -207,6 +234,7 @@ class KafkaPythonReader:
         self._consumer: Any = None
         self._probe: Any = None  # the consumer before the topic exists
         self._fetcher: Any = None
+        self._strict: Any = None  # a read_uncommitted consumer: the high watermark (strict reads)
 
     def _partition(self) -> Any:
         from kafka import TopicPartition
@@ -233,21 +261,34 @@ class KafkaPythonReader:
         self._consumer = consumer
         return True
 
-    def read(self, apply: Apply, timeout: float) -> None:
+    def read(self, apply: Apply, timeout: float, strict: bool = False) -> None:
         from kafka.errors import KafkaError
 
         consumer, tp = self._consumer, self._partition()
         try:
-            end = consumer.end_offsets([tp])[tp]
+            # read_committed: the last stable offset; read_uncommitted: the high watermark
+            end = (self._uncommitted() if strict else consumer).end_offsets([tp])[tp]
             deadline = time.monotonic() + timeout
             while consumer.position(tp) < end:
                 if time.monotonic() > deadline:
-                    raise SnapshotError(f"{self.name}: could not read to offset {end} in {timeout:g} s")
+                    raise SnapshotError(f"{self.name}: could not read to offset {end} in "
+                                        f"{timeout:g} s" + (" (a transaction below it stayed "
+                                                            "open)" if strict else ""))
                 for record in consumer.poll(timeout_ms=500, max_records=100_000).get(tp, ()):
                     apply(record.key.decode("utf-8", "replace") if record.key else "",
                           record.value, record.offset)
         except KafkaError as exc:
             raise SnapshotError(f"cannot read the state topic {self.name}: {exc}") from exc
+
+    def _uncommitted(self) -> Any:
+        """A consumer that asks the high watermark only (``read_uncommitted``), made at the first
+        strict read."""
+        from streambayes.runtime.kafka.kafka_python import new_consumer
+
+        if self._strict is None:
+            self._strict = new_consumer(bootstrap_servers=self.bootstrap,
+                                        **{**self.options, "isolation_level": "read_uncommitted"})
+        return self._strict
 
     def fetch(self, wanted: Mapping[int, str], timeout: float) -> dict[str, bytes]:
         from kafka.errors import KafkaError
@@ -271,7 +312,7 @@ class KafkaPythonReader:
         return out
 
     def close(self) -> None:
-        for client in (self._consumer, self._probe, self._fetcher):
+        for client in (self._consumer, self._probe, self._fetcher, self._strict):
             if client is not None:
                 client.close()
-        self._consumer = self._probe = self._fetcher = None
+        self._consumer = self._probe = self._fetcher = self._strict = None

@@ -35,7 +35,9 @@ by offset, with a second consumer. Records whose keys are not this layout's are 
 and writes give up after ``STREAMBAYES_KAFKA_DELIVERY_DEADLINE`` seconds with a SnapshotError.
 
 Readers read committed records only (``read_committed``): the records of an open or aborted
-transaction are never seen. ``learn --exactly-once``
+transaction are never seen. A look ends at the last stable offset, so a transaction still open
+also hides what was committed after it began; an exactly-once learner that takes a shard over
+reads strictly, to the high watermark (:meth:`TopicLog.refresh`). ``learn --exactly-once``
 (:mod:`~streambayes.runtime.loops.learn_exactly_once`) writes each snapshot in a transaction with
 its dead letters, through ``TopicLog.writer``.
 
@@ -116,13 +118,26 @@ class TopicLog:
         assert self._max_message is not None
         return max(self._max_message - _OVERHEAD, 1024)
 
-    def refresh(self) -> None:
+    def refresh(self, strict: bool = False) -> None:
         """Read what was appended since the last look (everything, the first time). A topic
-        that does not exist yet is an empty store (readers never create it)."""
+        that does not exist yet is an empty store (readers never create it).
+
+        A plain look ends at the last stable offset, before any transaction still open (and so
+        before whatever was committed after it began); ``strict`` reads on to the high
+        watermark, waiting up to ``timeout`` s for the transactions open below it to end
+        (:mod:`.kafka_readers`). An exactly-once learner reads strictly when it takes a shard
+        over; never inside its own transaction (it would wait for itself)."""
         with self.lock:
+            if strict and self.writer is not None:
+                raise RuntimeError(f"{self}: a strict read inside this process's own open "
+                                   "transaction would wait for itself")
             reader = self._open_reader()
             if reader.exists():
-                reader.read(self._apply, self.timeout)
+                started = time.monotonic()
+                reader.read(self._apply, self.timeout, strict)
+                if strict and time.monotonic() - started > 1.0:
+                    logger.info("%s: a strict read waited %.1f s for transactions open below "
+                                "the topic's end", self, time.monotonic() - started)
 
     def live(self) -> dict[str, bytes | int]:
         """``records`` with this process's transactional writes not yet read back on top (those
