@@ -154,6 +154,8 @@ def test_a_strict_read_sees_snapshots_committed_behind_another_open_transaction(
             log.writer, log.pending = None, {}
 
     fencer: list = []
+    timer = threading.Timer(1.0, lambda: fencer.append(
+        TransactionalSink(client, bootstrap, f"test-{topic}-other", options=size)))
     try:
         write(1)
         killed._impl.begin()  # another shard's checkpoint, left open
@@ -168,8 +170,6 @@ def test_a_strict_read_sees_snapshots_committed_behind_another_open_transaction(
 
         strict = store()
         stores.append(strict)
-        timer = threading.Timer(1.0, lambda: fencer.append(
-            TransactionalSink(client, bootstrap, f"test-{topic}-other", options=size)))
         started = time.monotonic()
         timer.start()
         strict.log.refresh(strict=True)
@@ -183,6 +183,9 @@ def test_a_strict_read_sees_snapshots_committed_behind_another_open_transaction(
         assert waited >= 0.9, f"the strict read did not wait for the open transaction ({waited:.2f} s)"
         assert plain.ids() == ["000001", "000002"]  # and a plain read catches up once it ended
     finally:
+        timer.cancel()
+        if timer.is_alive():
+            timer.join()
         for s in stores:
             s.log.close()
         for producer in (sink, killed, *fencer):

@@ -853,3 +853,22 @@ def test_orphans_that_renewals_do_not_cure_are_looked_at_less_and_less_often():
 def test_the_look_at_the_group_is_off_with_the_stall_guard():
     gl, member, _, _ = orphan_run({}, stall=0.0, last=60)
     assert member.group_looks == [] and gl.renewals == 0
+
+
+def test_an_assignment_counts_each_partition_from_when_it_was_assigned():
+    """The stall guard's clock of every newly assigned partition starts when the assignment is
+    done (restores take time), and an empty assignment is no error."""
+    group, ticks = FakeGroup({0: 20, 1: 20, 2: 20}), iter(range(100))
+    member = FakeMember(group, "a")
+    gl = learner(member, MemorySnapshotStore(), clock=lambda: float(next(ticks)))
+    restore, restored = gl._restore, {}
+
+    def spy(p, parts=None):
+        shard = restore(p, parts)
+        restored[p] = gl._fed_at[p]  # the restore's own start
+        return shard
+
+    gl._restore = spy
+    assert gl.assigned([]) == {}
+    assert gl.assigned([0, 1, 2]) == {0: None, 1: None, 2: None}
+    assert all(gl._fed_at[p] > restored[p] for p in (0, 1, 2)), (gl._fed_at, restored)

@@ -362,6 +362,7 @@ def test_a_shard_taken_over_is_restored_from_its_newest_snapshot_past_an_open_tr
     with pytest.raises(SnapshotError, match="waited for"):
         drive(gc, alone, 1)
     assert gc.shards == {}
+    assert broker.events[-1] == ("close", f"streambayes-learn-state-{shard_name(TOPIC, 0)}")
 
     b = FakeMember(group, "b")
     gb = GroupLearner(b, Decoder("jsonl"), kafka_store(broker), lambda: make_model("nb"), "nb",

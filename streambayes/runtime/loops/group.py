@@ -250,10 +250,10 @@ class GroupLearner:
                 if p not in self.shards:
                     self.shards[p] = self._restore(p, parts.pop(p, None))
                 offsets[p] = self.shards[p].view.next
+                self._fed_at[p] = self.clock()  # a new assignment: its first fetch may take a while
         finally:
             for child, _dead in parts.values():  # not restored (one failed): closed
                 child.release()
-            self._fed_at[p] = self.clock()  # a new assignment: its first fetch may take a while
         if partitions:
             self._empty_since, self._suspect = None, {}
         logger.info("assigned %s[%s] at %s", self.topic, ",".join(map(str, sorted(partitions))),

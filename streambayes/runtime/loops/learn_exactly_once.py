@@ -21,9 +21,12 @@ restarted learner, or the member a partition moved to, first fences the shard's 
 strictly: to the state topic's high watermark, waiting for every transaction open below it to end
 (:meth:`TransactionalStore.settle`). All shards share the topic's partition 0, so a plain
 ``read_committed`` read would stop before another shard's open transaction (a killed member's
-stays open for up to ``transaction.timeout.ms``, 10 s, unless its shard's new owner fences it),
+stays open until its shard's new owner fences it or it times out, ``transaction.timeout.ms``),
 missing this shard's snapshots committed after it: the shard would be restored from an older
-snapshot and its records' dead letters written twice. A member that takes several shards fences
+snapshot and its records' dead letters written twice. (The broker aborts a timed-out transaction
+at its next check, every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``, 10 s by
+default: a strict read may wait up to some 20 s; it gives up after
+``STREAMBAYES_KAFKA_DELIVERY_DEADLINE``, 120 s.) A member that takes several shards fences
 them all before it reads, so it does not wait for transactions it is about to abort.
 
 A directory or S3 store cannot join a Kafka transaction: the flag is refused there (exit 2).
@@ -167,10 +170,11 @@ def check_targets(snapshots: Any, dead_letter: str | None) -> tuple[Any, Any]:
 
 
 # A checkpoint transaction holds a whole snapshot (every chunk) and three reads of the state topic.
-# 10 s, as the predictor's: a restarted static learner reads the state topic (read_committed)
-# before its producer fences its killed self, so it waits out the killed one's open transaction.
-# A 60 s timeout made that wait a minute (a kill test failed); a model whose snapshot takes longer
-# to write needs STREAMBAYES_KAFKA_PRODUCER_OPTIONS (each checkpoint is aborted and fenced else).
+# 10 s, as the predictor's: a member that takes a shard over reads the state topic strictly, and
+# so waits out the open transactions of other shards' killed writers that nobody fences (a 60 s
+# timeout once made a restarted learner's wait a minute; a kill test failed). A model whose
+# snapshot takes longer to write needs STREAMBAYES_KAFKA_PRODUCER_OPTIONS (each checkpoint is
+# aborted and fenced else).
 LEARN_TRANSACTION_TIMEOUT_MS = 10_000
 
 

@@ -74,8 +74,11 @@ def open_reader(client: str, bootstrap: str, topic: str, options: Mapping[str, A
 
 class ConfluentReader:
     """Partition 0 through librdkafka: no consumer group is joined (librdkafka wants a
-    ``group.id``; nothing is committed). The end of a read is the high watermark when the read
-    began, or the partition-EOF event (which also covers transaction markers at the end).
+    ``group.id``; nothing is committed). The end of a plain read is the end the second client
+    (``read_committed``) gives when the read began, the last stable offset, or the
+    partition-EOF event (which also covers transaction markers at the end); a strict read ends
+    at the high watermark a ``read_uncommitted`` client gives, and goes on past EOF events until
+    the position reaches it.
 
     The broker answers one request per connection at a time, and the reading consumer keeps a
     fetch waiting there (``fetch.wait.max.ms``) between looks: the high watermark of a later
@@ -141,7 +144,7 @@ class ConfluentReader:
         try:
             if self._first_end is not None:  # asked before the first fetch: no wait
                 (self._position, end), self._first_end = self._first_end, None
-            else:
+            elif not strict:
                 end = self._second().get_watermark_offsets(tp, timeout=timeout, cached=False)[1]
             if strict:  # the high watermark: a read_uncommitted client's end
                 end = self._uncommitted().get_watermark_offsets(tp, timeout=timeout, cached=False)[1]
