@@ -17,6 +17,9 @@ class FakeConsumer:
     def subscribe(self, topics, listener=None):
         pass
 
+    def partitions_for_topic(self, topic):
+        return {0, 1}  # known at once: the source does not wait for the topic before joining
+
 
 def test_the_predictor_group_source_refreshes_metadata_every_5_s(monkeypatch):
     FakeConsumer.made = []
