@@ -192,39 +192,41 @@ def _run_snapshot(args: argparse.Namespace, settings: Settings) -> int:
     from functools import partial
 
     from streambayes.runtime.loops.shards import (
-        expand_shards,
         latest_all,
         merge_snapshots,
         open_stores,
+        partition_shards,
         store_options,
     )
     from streambayes.runtime.loops.spill import check_build, restore_model
     from streambayes.snapshot.store import summarize
 
     if args.action == "merge":
-        stores = expand_shards(open_stores(args.dirs, settings))  # a group's partition shards
+        wheres, stores = [], []  # each store given, or its partition shards (a group's state)
+        for given, store in zip(args.dirs, open_stores(args.dirs, settings), strict=True):
+            for name, one in (partition_shards(store) or {"": store}).items():
+                wheres.append(f"{str(given).rstrip('/')}/{name}" if name else str(given))
+                stores.append(one)
         snaps = latest_all(stores)
         if snaps is None:
             raise UsageError("every shard directory needs a snapshot to merge")
         merged = merge_snapshots(snaps, partial(restore_model, **store_options(settings)))
         (store,) = open_stores([args.to], settings)
         info = store.write(merged.model.to_state(), model=merged.name, positions=merged.positions,
-                           events=merged.events,
-                           config=_merged_config([getattr(s, "directory", s) for s in stores],
-                                                 merged))
+                           events=merged.events, config=_merged_config(wheres, merged))
         print(f"merged {len(snaps)} snapshots ({merged.events} events) into {args.to} as {info.id}")
         return 0
     if isinstance(args.dir, Path) and not args.dir.is_dir():
         raise UsageError(f"no snapshot directory {args.dir}")
     (store,) = open_stores([args.dir], settings)
-    shards = {str(getattr(s, "directory", s)): s for s in expand_shards([store]) if s is not store}
+    shards = partition_shards(store)  # a group's state: one shard per partition, by its name
     if args.action == "ls":
-        for where, one in (shards or {"": store}).items():  # a group's shards: DIR/partition-*
-            _list_snapshots(one.list(check_build), f"{Path(where).name}/" if where else "")
+        for name, one in (shards or {"": store}).items():  # a group's shards: DIR/partition-*
+            _list_snapshots(one.list(check_build), f"{name}/" if name else "")
         return 0
     if shards and not args.id:  # the newest snapshot of each partition shard
-        print(json.dumps({Path(w).name: summarize(s.latest_header(check_build) or {})
-                          for w, s in shards.items()}, indent=2, ensure_ascii=False))
+        print(json.dumps({name: summarize(s.latest_header(check_build) or {})
+                          for name, s in shards.items()}, indent=2, ensure_ascii=False))
         return 0
     if shards:
         raise UsageError(f"{args.dir} holds partition shards: show one with DIR/<shard> --id")

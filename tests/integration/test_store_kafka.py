@@ -282,7 +282,8 @@ def test_a_predictor_on_another_host_follows_the_learners_new_snapshots(bootstra
 
 
 def test_group_learners_keep_their_partition_shards_in_the_state_topic(bootstrap, new_topic,
-                                                                         tmp_path, monkeypatch):
+                                                                         tmp_path, monkeypatch,
+                                                                         capsys):
     """Group-managed learners (no --partitions) with a kafka:// state: one shard per partition in
     the topic, and a predictor with no shared disk serves their merge."""
     import threading
@@ -320,8 +321,16 @@ def test_group_learners_keep_their_partition_shards_in_the_state_topic(bootstrap
         stop.set()
         learner.join(60)
     assert events == 400 and not learner.is_alive()
-    assert sorted(open_store(uri).children()) == [f"partition-{topic}-0", f"partition-{topic}-1"]
+    names = [f"partition-{topic}-0", f"partition-{topic}-1"]
+    assert sorted(open_store(uri).children()) == names
     assert not any(p.name.startswith("kafka") for p in tmp_path.iterdir())  # no local state
+    capsys.readouterr()
+    assert main(["snapshot", "show", uri]) == 0  # each shard by its name (not the store's repr)
+    shown = json.loads(capsys.readouterr().out)
+    assert sorted(shown) == names and sum(head["events"] for head in shown.values()) == 400
+    assert main(["snapshot", "ls", uri]) == 0
+    listed = {line.split("/")[0] for line in capsys.readouterr().out.splitlines()}
+    assert listed == set(names)
     (tmp_path / "q.jsonl").write_text('{"id": "q1", "text": "win a prize"}\n')
     assert main(["predict", "--source", "q.jsonl", "--sink", "out.jsonl", "--snapshots", uri]) == 0
     (post,) = map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())

@@ -108,3 +108,32 @@ def test_a_predictor_keeps_serving_when_its_store_stops_answering(caplog):
     store.down = False
     store.write(model.to_state(), model="mnb", positions={"e": {"0": 2}}, events=2)
     assert watcher.check() and watcher.current.ids == ("000002",)
+
+
+def test_snapshot_ls_show_and_merge_name_a_groups_shards_on_s3(train, s3_client, monkeypatch,  # noqa: F811
+                                                               capsys):
+    """A group's state under an S3 prefix (one child per partition) is listed, shown and merged
+    by shard name, as a directory's is (the names once came from the store's repr: "', keep=5)")."""
+    from tests.unit.test_group_learn import TOPIC, FakeGroup, FakeMember, drive, learner
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_client.endpoint)
+    s3_client.create_bucket(Bucket="models")
+    uri = "s3://models/group"
+    group = FakeGroup({0: 20, 1: 31})
+    member = FakeMember(group, "a")
+    gl = learner(member, open_store(uri))
+    member.pending.append(("assigned", [0, 1]))
+    drive(gl, member, 3)
+    gl.checkpoint()
+    names = [f"partition-{TOPIC}-0", f"partition-{TOPIC}-1"]
+    capsys.readouterr()
+    assert main(["snapshot", "ls", uri]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed == [f"{name}/000001" for name in names]
+    assert main(["snapshot", "show", uri]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert {name: head["events"] for name, head in shown.items()} == dict(zip(names, (19, 29), strict=True))
+    assert main(["snapshot", "merge", uri, "--to", "s3://models/one"]) == 0
+    merged = open_store("s3://models/one").latest()
+    assert merged.events == 48 and merged.config["merged_from"] == [
+        f"{uri}/{name}:000001" for name in names]

@@ -66,19 +66,25 @@ def store_options(settings: Any) -> dict[str, Any]:
     return {"limits": ReadLimits(settings.snapshot_max_bytes, settings.snapshot_max_ratio), "key": key}
 
 
-def expand_shards(stores: Sequence[BaseSnapshotStore]) -> list[BaseSnapshotStore]:
-    """Each store, or in its place its partition shards when it holds shards and no snapshot of
-    its own (the state of group-managed learners, :mod:`~streambayes.runtime.loops.group`).
-    Called at every reload, so shards of partitions added later are found."""
+def partition_shards(store: BaseSnapshotStore) -> dict[str, BaseSnapshotStore]:
+    """``{shard name: its store}`` (``partition-<topic>-<p>``, sorted) when ``store`` holds
+    partition shards and no snapshot of its own (the state of group-managed learners,
+    :mod:`~streambayes.runtime.loops.group`); ``{}`` otherwise. The names are the children's, the
+    same for a directory, a Kafka state topic and an S3 prefix."""
     from streambayes.runtime.loops.group import SHARD_PREFIX
 
+    names = sorted(name for name in store.children() if name.startswith(SHARD_PREFIX))
+    if not names or store.ids():
+        return {}
+    return {name: store.child(name) for name in names}
+
+
+def expand_shards(stores: Sequence[BaseSnapshotStore]) -> list[BaseSnapshotStore]:
+    """Each store, or in its place its partition shards (:func:`partition_shards`). Called at
+    every reload, so shards of partitions added later are found."""
     out: list[BaseSnapshotStore] = []
     for store in stores:
-        shards = [name for name in store.children() if name.startswith(SHARD_PREFIX)]
-        if shards and not store.ids():
-            out.extend(store.child(name) for name in shards)
-        else:
-            out.append(store)
+        out.extend(partition_shards(store).values() or [store])
     return out
 
 
