@@ -133,8 +133,10 @@ def _learn(args: argparse.Namespace, settings: Settings, stop: threading.Event) 
         stats = run_learn(job, settings, stop)
     last = stats.snapshots[-1].id if stats.snapshots else stats.restored
     dead = sum(stats.dead_letters.values())
+    deleted = (f"; {stats.deleted} offsets were deleted from the topic before they were read "
+               "(see the warnings)") if stats.deleted else ""
     print(f"learned {stats.events} events from {stats.records} records ({dead} dead letters) "
-          f"in {stats.seconds:.2f} s; snapshot {last} in {args.snapshots}")
+          f"in {stats.seconds:.2f} s; snapshot {last} in {args.snapshots}{deleted}")
     return 0
 
 

@@ -208,6 +208,24 @@ def _consumer_config(bootstrap: str, group: str, options: Mapping[str, Any] | No
                                "error_cb": errors}, options)
 
 
+LOG_START_SECONDS = 5.0  # a learner's look at where a partition now begins waits at most this
+
+
+def log_starts(consumer: Consumer, topic: str, partitions: Sequence[int],
+               timeout: float = LOG_START_SECONDS) -> dict[int, int] | None:
+    """The first offset each of ``partitions`` still holds (its low watermark: what retention or
+    DeleteRecords left), asked of the broker now; None when it does not say (logged)."""
+    starts = {}
+    try:
+        for p in partitions:
+            starts[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout,
+                                                       cached=False)[0]
+    except KafkaException as exc:
+        logger.info("where %s begins is unknown: %s", topic, exc.args[0].str())
+        return None
+    return starts
+
+
 class AssignedSource:
     """Records of one topic from explicitly assigned partitions (DESIGN §4: the learner's source).
 
@@ -354,6 +372,10 @@ class AssignedSource:
 
     def beginning_offsets(self) -> dict[int, int]:
         return {p: low for p, (low, _high) in self._watermarks().items()}
+
+    def log_starts(self, partitions: Sequence[int]) -> dict[int, int] | None:
+        """:func:`log_starts` of ``partitions`` (a learner resuming from a snapshot)."""
+        return log_starts(self._consumer, self.topic, partitions)
 
     def offsets_for_time(self, ms: int) -> dict[int, int | None]:
         """Per partition, the first offset with a timestamp >= ``ms`` (None: no such record)."""

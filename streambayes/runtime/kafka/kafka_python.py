@@ -166,6 +166,22 @@ def known_ends(consumer: Any, topic: str) -> dict[int, int]:
     return {p: end for p, end in ends.items() if end is not None}
 
 
+LOG_START_SECONDS = 5.0  # a learner's look at where a partition now begins waits at most this
+
+
+def log_starts(consumer: KafkaConsumer, topic: str, partitions: Sequence[int],
+               timeout: float = LOG_START_SECONDS) -> dict[int, int] | None:
+    """The first offset each of ``partitions`` still holds (what retention or DeleteRecords
+    left), asked of the broker now; None when it does not say (logged)."""
+    tps = [TopicPartition(topic, p) for p in partitions]
+    try:
+        found = consumer.beginning_offsets(tps, timeout_ms=int(timeout * 1000))
+    except KafkaError as exc:
+        logger.info("where %s begins is unknown: %s", topic, exc)
+        return None
+    return {tp.partition: offset for tp, offset in found.items()}
+
+
 def _poll(consumer: KafkaConsumer, max_records: int, timeout: float, topic: str,
           next_offsets: dict[int, int], backoff: Backoff) -> list[Record]:
     """Records from one client poll, updating the next offset per partition; on a client
@@ -316,6 +332,10 @@ class AssignedSource:
     def beginning_offsets(self) -> dict[int, int]:
         tps = [TopicPartition(self.topic, p) for p in self.assigned]
         return {tp.partition: off for tp, off in self._consumer.beginning_offsets(tps).items()}
+
+    def log_starts(self, partitions: Sequence[int]) -> dict[int, int] | None:
+        """:func:`log_starts` of ``partitions`` (a learner resuming from a snapshot)."""
+        return log_starts(self._consumer, self.topic, partitions)
 
     def offsets_for_time(self, ms: int) -> dict[int, int | None]:
         """Per partition, the first offset with a timestamp >= ``ms`` (None: no such record)."""

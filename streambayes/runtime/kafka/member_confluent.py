@@ -27,7 +27,14 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from streambayes.errors import BrokerError
 from streambayes.runtime.kafka.bounded import CLOSE_SECONDS, bounded
-from streambayes.runtime.kafka.confluent import _consumer_config, _ErrorLog, _poll, _usable, commit_for_lag
+from streambayes.runtime.kafka.confluent import (
+    _consumer_config,
+    _ErrorLog,
+    _poll,
+    _usable,
+    commit_for_lag,
+    log_starts,
+)
 from streambayes.runtime.kafka.options import split
 from streambayes.runtime.records.sources import Record
 from streambayes.runtime.retry import Backoff
@@ -123,6 +130,11 @@ class MemberSource:
         held = [tp for tp in self._consumer.assignment() if tp.topic == self.topic]
         ends = {tp.partition: self._consumer.get_watermark_offsets(tp, cached=True)[1] for tp in held}
         return {p: end for p, end in ends.items() if end is not None and end >= 0}
+
+    def log_starts(self, partitions: list[int]) -> dict[int, int] | None:
+        """:func:`~streambayes.runtime.kafka.confluent.log_starts` of ``partitions`` (a shard
+        resuming from its snapshot), asked by this member's consumer."""
+        return log_starts(self._consumer, self.topic, partitions)
 
     def fresh_ends(self, partitions: list[int], timeout: float = FRESH_SECONDS
                    ) -> dict[int, int] | None:

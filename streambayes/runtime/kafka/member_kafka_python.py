@@ -40,6 +40,7 @@ from streambayes.runtime.kafka.kafka_python import (
     client_of,
     held_partitions,
     known_ends,
+    log_starts,
     new_consumer,
     unheld_partitions,
 )
@@ -207,6 +208,11 @@ class MemberSource:
         """:func:`~streambayes.runtime.kafka.kafka_python.known_ends` of the consumer: the held
         partitions' ends as its last fetches saw them, less those pending revocation."""
         return known_ends(self._consumer, self.topic)
+
+    def log_starts(self, partitions: list[int]) -> dict[int, int] | None:
+        """:func:`~streambayes.runtime.kafka.kafka_python.log_starts` of ``partitions`` (a shard
+        resuming from its snapshot)."""
+        return log_starts(self._consumer, self.topic, partitions)
 
     def fetch_positions(self) -> dict[int, int]:
         """Where the consumer fetches each held partition next, from its subscription state

@@ -166,10 +166,16 @@ class PartitionView:
     """The :class:`~streambayes.runtime.records.sources.Source` a shard's :class:`LearnLoop`
     sees: one partition's next offset (the group learner polls the real consumer)."""
 
-    def __init__(self, topic: str, partition: int) -> None:
+    def __init__(self, topic: str, partition: int,
+                 starts: Callable[[list[int]], dict[int, int] | None] | None = None) -> None:
         self.topic = topic
         self.partition = partition
         self.next: int | None = None  # None: nothing read or restored yet
+        self._starts = starts  # the member's log_starts, if its client has one
+
+    def log_starts(self, partitions: list[int]) -> dict[int, int] | None:
+        """Where the partitions now begin, as the member's client says (None: unknown)."""
+        return None if self._starts is None else self._starts(partitions)
 
     def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
         return []
@@ -306,7 +312,7 @@ class GroupLearner:
         store and letter buffer, already fenced and settled (:meth:`_fence`; made here if
         None)."""
         self._fed_at[partition] = self.clock()  # the stall guard counts from here
-        view = PartitionView(self.topic, partition)
+        view = PartitionView(self.topic, partition, getattr(self.source, "log_starts", None))
         child: Any = self.store.child(shard_name(self.topic, partition))
         dead = self.dead_letters
         if parts is None and self.shard_parts is not None:
@@ -668,7 +674,8 @@ def _add(total: LearnStats, part: LearnStats) -> None:
     total.records += part.records
     total.events += part.events
     total.dead_letters.update(part.dead_letters)
-    part.records = part.events = 0
+    total.deleted += part.deleted
+    part.records = part.events = part.deleted = 0
     part.dead_letters = Counter()
 
 

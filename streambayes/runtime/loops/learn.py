@@ -85,6 +85,9 @@ class LearnStats:
     snapshots: list[SnapshotInfo] = field(default_factory=list)
     restored: str | None = None
     seconds: float = 0.0
+    # offsets the snapshot's positions owed but the topic no longer held when reading resumed
+    # (retention or DeleteRecords while the learner was away): their events are not learned
+    deleted: int = 0
 
 
 def merge_positions(base: Mapping[str, Mapping[str, int]],
@@ -186,6 +189,8 @@ class LearnLoop:
         self.model: Any = None
         self.events_total = 0
         self._positions: Positions = {}
+        # partition -> the offset a restored snapshot resumes it at, until its first record
+        self._resumed: dict[int, int] = {}
         self._unsaved = 0  # records read since the last checkpoint
         self._fields_noted = False  # said which fields the model uses (at the first events)
 
@@ -216,6 +221,8 @@ class LearnLoop:
         self.events_total = snap.events
         self._positions = snap.positions
         self.source.seek(self._positions)
+        self._resumed = {int(p): int(offset)
+                         for p, offset in snap.positions.get(topic or "", {}).items()}
         self._start_calibration(snap.header.get("config"))
         self.stats.restored = snap.id
         logger.info("restored snapshot %s (%d events) at %s", snap.id, snap.events, snap.positions)
@@ -266,6 +273,8 @@ class LearnLoop:
         return self.stats
 
     def _learn(self, records: list) -> None:
+        if self._resumed:
+            self._look_for_deleted(records)
         if self.observer is not None:
             self.observer.records(len(records))
         self.stats.records += len(records)
@@ -296,6 +305,32 @@ class LearnLoop:
         self.events_total += learned
         if self.observer is not None:
             self.observer.events(learned)
+
+    def _look_for_deleted(self, records: list) -> None:
+        """At the first record of each partition after a restore: if it lies past the offset the
+        snapshot resumes at, ask the source where the partition now begins. When that is past
+        the resume offset too, the records between were deleted (retention or DeleteRecords)
+        before this learner could read them, and the client went on from the partition's start:
+        warned and counted (``stats.deleted``), never silent. A smaller gap is transaction
+        markers or compaction and is not reported. A source that cannot say reports nothing."""
+        firsts: dict[int, int] = {}
+        for r in records:
+            firsts.setdefault(r.partition, r.offset)
+        jumped = {p: self._resumed[p] for p, offset in firsts.items()
+                  if p in self._resumed and offset > self._resumed[p]}
+        for p in firsts:
+            self._resumed.pop(p, None)
+        ask = getattr(self.source, "log_starts", None)
+        starts = ask(sorted(jumped)) if jumped and ask is not None else None
+        for p, resume in sorted(jumped.items()):
+            start = (starts or {}).get(p)
+            if start is not None and start > resume:
+                self.stats.deleted += start - resume
+                logger.warning(
+                    "%s[%d]: offsets %d-%d were deleted from the topic (retention or "
+                    "DeleteRecords) before this learner read them; their events are not in the "
+                    "model, which resumes at %d (snapshot %s)", getattr(self.source, "topic", "?"),
+                    p, resume, start - 1, start, self.stats.restored)
 
     def _decoded(self, records: list) -> list[Decoded]:
         """The records decoded (dead letters sent) and, for a per-key model, keyed."""

@@ -1,0 +1,134 @@
+"""A learner resuming from a snapshot whose offsets the topic no longer holds (retention or
+DeleteRecords deleted them while it was away): the client goes on from where the partition now
+begins, and the learner says so, with the offsets and their count, instead of learning on as if
+nothing were missing. Gaps that are transaction markers or compaction are not reported."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from streambayes.models import make_model
+from streambayes.runtime.loops.learn import LearnLoop
+from streambayes.runtime.records.decode import Decoder
+from streambayes.runtime.records.sources import MemorySource
+from streambayes.snapshot.store import MemorySnapshotStore
+from tests.unit.test_group_learn import TOPIC, FakeGroup, FakeMember, drive, learner
+
+
+def events(n: int) -> list[bytes]:
+    return [json.dumps({"id": i, "label": "ab"[i % 2], "text": f"w{i % 7} x{i % 3}"}).encode()
+            for i in range(n)]
+
+
+class Trimmed(MemorySource):
+    """Topic ``ev`` whose records below ``start`` are deleted: a seek below it reads on from it
+    (``auto.offset.reset=earliest``); ``holes`` are offsets with no record (markers)."""
+
+    topic = "ev"
+
+    def __init__(self, items, start: int = 0, holes=(), told: bool = True) -> None:
+        super().__init__({"ev": items})
+        self.start, self.holes, self.asked = start, set(holes), []
+        if not told:
+            self.log_starts = None
+
+    def seek(self, positions) -> None:
+        super().seek(positions)
+        self._next["ev"] = max(self._next["ev"], self.start)
+
+    def poll(self, max_records: int = 500, timeout: float = 0.0):
+        return [r for r in super().poll(max_records, timeout) if r.offset not in self.holes]
+
+    def log_starts(self, partitions):
+        self.asked.append(list(partitions))
+        return {p: self.start for p in partitions}
+
+
+def loop(source, store) -> LearnLoop:
+    return LearnLoop(source, Decoder("jsonl"), store, lambda: make_model("nb"), "nb", every=10**9,
+                     calibrate=False, batch_size=7)
+
+
+def first_run(store, n: int = 30) -> None:
+    first = loop(Trimmed(events(n)), store)
+    first.run()
+    assert store.latest().positions == {"ev": {"0": n}}
+
+
+def test_a_static_learner_resuming_past_deleted_offsets_warns_and_counts_them(caplog):
+    store = MemorySnapshotStore()
+    first_run(store)
+    source = Trimmed(events(80), start=50)
+    second = loop(source, store)
+    with caplog.at_level(logging.WARNING):
+        stats = second.run()
+    assert stats.deleted == 20 and stats.events == 30  # 50..79 learned, 30..49 gone
+    assert source.asked == [[0]]  # once, at the first record after the restore
+    assert "ev[0]: offsets 30-49 were deleted from the topic" in caplog.text
+    assert store.latest().events == 60
+
+
+def test_a_gap_of_markers_or_compaction_is_not_reported(caplog):
+    store = MemorySnapshotStore()
+    first_run(store)
+    source = Trimmed(events(60), holes={30, 31})  # the first records after the snapshot: markers
+    with caplog.at_level(logging.WARNING):
+        stats = loop(source, store).run()
+    assert stats.deleted == 0 and stats.events == 28 and source.asked == [[0]]
+    assert "deleted" not in caplog.text
+
+
+def test_no_question_without_a_gap_nor_from_a_source_that_cannot_answer(caplog):
+    store = MemorySnapshotStore()
+    first_run(store)
+    source = Trimmed(events(60))
+    assert loop(source, store).run().deleted == 0 and source.asked == []
+    store2 = MemorySnapshotStore()
+    first_run(store2)
+    mute = Trimmed(events(80), start=50, told=False)
+    with caplog.at_level(logging.WARNING):
+        assert loop(mute, store2).run().deleted == 0
+    assert "deleted" not in caplog.text
+
+
+class TrimmedMember(FakeMember):
+    """A group member whose partitions begin at ``start`` (records below it deleted)."""
+
+    def __init__(self, group, name, start) -> None:
+        super().__init__(group, name)
+        self.start, self.asked = start, []
+
+    def poll(self, max_records: int = 500, timeout: float = 0.0):
+        out = []
+        while self.pending:  # the assignment first, then read on from where each partition begins
+            out += super().poll(0)
+        for p in self.next:
+            self.next[p] = max(self.next[p], self.start.get(p, 0))
+        return out + super().poll(max_records)
+
+    def log_starts(self, partitions):
+        self.asked.append(list(partitions))
+        return {p: self.start.get(p, 0) for p in partitions}
+
+
+def test_a_group_shard_resuming_past_deleted_offsets_warns_and_counts_them(caplog):
+    group, store = FakeGroup({0: 30, 1: 30}), MemorySnapshotStore()
+    a = FakeMember(group, "a")
+    ga = learner(a, store)
+    a.pending.append(("assigned", [0, 1]))
+    drive(ga, a, 1)
+    ga.checkpoint()  # both shards at offset 13
+    group.partitions[0] += group.partitions[0][:10]  # 40 records now; 0..24 deleted below
+    b = TrimmedMember(group, "b", {0: 25})
+    gb = learner(b, store)
+    b.pending.append(("assigned", [0, 1]))
+    with caplog.at_level(logging.WARNING):
+        drive(gb, b, 4)
+    assert b.asked == [[0]]  # partition 1 resumed where its snapshot said: not asked
+    assert f"{TOPIC}[0]: offsets 13-24 were deleted from the topic" in caplog.text
+    gb.checkpoint()
+    assert gb.stats.deleted == 0 and gb.shards[0].loop.stats.deleted == 12
+    b.pending.append(("revoked", [0, 1]))  # the counts survive the shards being dropped
+    drive(gb, b, 1)
+    assert gb.stats.deleted == 12
