@@ -92,6 +92,32 @@ def test_no_question_without_a_gap_nor_from_a_source_that_cannot_answer(caplog):
     assert "deleted" not in caplog.text
 
 
+def test_retention_moving_on_after_the_fetch_counts_only_what_was_not_read(caplog):
+    """The broker's start can pass the first record fetched: what was read is not deleted."""
+    store = MemorySnapshotStore()
+    first_run(store)
+    source = Trimmed(events(80), start=50)
+    source.log_starts = lambda partitions: {p: 60 for p in partitions}  # moved on since
+    with caplog.at_level(logging.WARNING):
+        stats = loop(source, store).run()
+    assert stats.deleted == 20 and stats.events == 30
+    assert "offsets 30-49 were deleted" in caplog.text and "resumes at 50" in caplog.text
+
+
+def test_a_gap_the_broker_does_not_explain_is_warned_as_not_read(caplog):
+    for answer in (lambda partitions: None, lambda partitions: 1 / 0):
+        store = MemorySnapshotStore()
+        first_run(store)
+        source = Trimmed(events(80), start=50)
+        source.log_starts = answer
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            stats = loop(source, store).run()
+        assert stats.deleted == 0 and stats.events == 30
+        assert "ev[0]: resumed at offset 30 but read on from 50; the broker did not say" \
+            in caplog.text
+
+
 class TrimmedMember(FakeMember):
     """A group member whose partitions begin at ``start`` (records below it deleted)."""
 
@@ -130,5 +156,27 @@ def test_a_group_shard_resuming_past_deleted_offsets_warns_and_counts_them(caplo
     gb.checkpoint()
     assert gb.stats.deleted == 0 and gb.shards[0].loop.stats.deleted == 12
     b.pending.append(("revoked", [0, 1]))  # the counts survive the shards being dropped
+    drive(gb, b, 1)
+    assert gb.stats.deleted == 12
+
+
+def test_a_group_shard_restored_twice_from_one_snapshot_counts_its_deleted_offsets_once(caplog):
+    group, store = FakeGroup({0: 30}), MemorySnapshotStore()
+    a = FakeMember(group, "a")
+    ga = learner(a, store)
+    a.pending.append(("assigned", [0]))
+    drive(ga, a, 1)
+    ga.checkpoint()  # at offset 13
+    b = TrimmedMember(group, "b", {0: 25})
+    gb = learner(b, store)
+    b.pending.append(("assigned", [0]))
+    drive(gb, b, 1)
+    assert "offsets 13-24 were deleted" in caplog.text
+    b.pending += [("lost", [0]), ("assigned", [0])]  # lost before its checkpoint, then back
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        drive(gb, b, 2)
+    assert b.asked == [[0], [0]] and "were deleted" not in caplog.text
+    b.pending.append(("revoked", [0]))
     drive(gb, b, 1)
     assert gb.stats.deleted == 12

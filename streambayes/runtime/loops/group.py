@@ -170,6 +170,7 @@ class PartitionView:
                  starts: Callable[[list[int]], dict[int, int] | None] | None = None) -> None:
         self.topic = topic
         self.partition = partition
+        self.assigned = [partition]  # the partitions this view reads
         self.next: int | None = None  # None: nothing read or restored yet
         self._starts = starts  # the member's log_starts, if its client has one
 
@@ -241,6 +242,7 @@ class GroupLearner:
         self._guarded_at = clock()  # when the guard last ran (a longer gap: the loop was held)
         self._guard_wait = stall_seconds  # after a renewal: doubles while renewals bring nothing
         self._reread: dict[int, tuple[int, int]] = {}  # partition -> (next, position) sought back
+        self._deleted_upto: dict[int, int] = {}  # deleted offsets reported, shared by the shards
         self.renewals = 0  # consumers the guard replaced
         self._unheld_at = clock() + stall_seconds  # the next look at the group's assignment
         self._unheld: set[int] = set()  # the partitions the last look found held by no member
@@ -323,6 +325,7 @@ class GroupLearner:
                          dead_letters=dead, batch_size=self.batch_size,
                          stop=self.stop, config=self.config, clock=self.clock,
                          calibrate=self.calibrate, observer=self.observer)
+        loop.deleted_upto = self._deleted_upto  # a shard restored again reports nothing twice
         try:
             loop.restore()
         except BaseException:

@@ -191,6 +191,7 @@ class LearnLoop:
         self._positions: Positions = {}
         # partition -> the offset a restored snapshot resumes it at, until its first record
         self._resumed: dict[int, int] = {}
+        self.deleted_upto: dict[int, int] = {}  # partition -> deleted offsets reported below this
         self._unsaved = 0  # records read since the last checkpoint
         self._fields_noted = False  # said which fields the model uses (at the first events)
 
@@ -221,8 +222,10 @@ class LearnLoop:
         self.events_total = snap.events
         self._positions = snap.positions
         self.source.seek(self._positions)
+        reads = getattr(self.source, "assigned", None)  # the partitions read, where known
         self._resumed = {int(p): int(offset)
-                         for p, offset in snap.positions.get(topic or "", {}).items()}
+                         for p, offset in snap.positions.get(topic or "", {}).items()
+                         if reads is None or int(p) in reads}
         self._start_calibration(snap.header.get("config"))
         self.stats.restored = snap.id
         logger.info("restored snapshot %s (%d events) at %s", snap.id, snap.events, snap.positions)
@@ -308,29 +311,49 @@ class LearnLoop:
 
     def _look_for_deleted(self, records: list) -> None:
         """At the first record of each partition after a restore: if it lies past the offset the
-        snapshot resumes at, ask the source where the partition now begins. When that is past
-        the resume offset too, the records between were deleted (retention or DeleteRecords)
-        before this learner could read them, and the client went on from the partition's start:
-        warned and counted (``stats.deleted``), never silent. A smaller gap is transaction
-        markers or compaction and is not reported. A source that cannot say reports nothing."""
-        firsts: dict[int, int] = {}
+        snapshot resumes at, ask the source where the partition now begins. Offsets the snapshot
+        owed below that start (and below the first record: retention may move on after the
+        fetch) were deleted (retention or DeleteRecords) before this learner could read them:
+        warned and counted (``stats.deleted``), never silent; ``deleted_upto`` (partition ->
+        offset) keeps what was already reported, so a shard restored again from the same snapshot
+        does not count the same offsets twice. A gap that the start does not explain (transaction
+        markers, compaction) is not reported; one the broker cannot explain (no answer) is
+        warned as not read. A source without ``log_starts`` reports nothing."""
+        wanted, firsts = self._resumed, {}
         for r in records:
-            firsts.setdefault(r.partition, r.offset)
-        jumped = {p: self._resumed[p] for p, offset in firsts.items()
-                  if p in self._resumed and offset > self._resumed[p]}
+            if r.partition in wanted and r.partition not in firsts:
+                firsts[r.partition] = r.offset
+                if len(firsts) == len(wanted):
+                    break
+        jumped = {p: (wanted[p], first) for p, first in firsts.items() if first > wanted[p]}
         for p in firsts:
-            self._resumed.pop(p, None)
+            del wanted[p]
         ask = getattr(self.source, "log_starts", None)
-        starts = ask(sorted(jumped)) if jumped and ask is not None else None
-        for p, resume in sorted(jumped.items()):
-            start = (starts or {}).get(p)
-            if start is not None and start > resume:
-                self.stats.deleted += start - resume
+        if not jumped or ask is None:
+            return
+        topic = getattr(self.source, "topic", "?")
+        try:
+            starts = ask(sorted(jumped))
+        except Exception as exc:  # noqa: BLE001 (a report, not the stream: never ends the run)
+            logger.info("where %s begins is unknown: %s", topic, exc)
+            starts = None
+        for p, (resume, first) in sorted(jumped.items()):
+            if starts is None:
+                logger.warning("%s[%d]: resumed at offset %d but read on from %d; the broker did "
+                               "not say whether offsets %d-%d were deleted (retention) or hold no "
+                               "records (transaction markers, compaction)", topic, p, resume,
+                               first, resume, first - 1)
+                continue
+            gone = min(starts.get(p, 0), first)  # offsets below it are deleted
+            since = max(resume, self.deleted_upto.get(p, resume))  # not reported yet
+            if gone > since:
+                self.stats.deleted += gone - since
+                self.deleted_upto[p] = gone
                 logger.warning(
                     "%s[%d]: offsets %d-%d were deleted from the topic (retention or "
                     "DeleteRecords) before this learner read them; their events are not in the "
-                    "model, which resumes at %d (snapshot %s)", getattr(self.source, "topic", "?"),
-                    p, resume, start - 1, start, self.stats.restored)
+                    "model, which resumes at %d (snapshot %s)", topic, p, since, gone - 1, first,
+                    self.stats.restored)
 
     def _decoded(self, records: list) -> list[Decoded]:
         """The records decoded (dead letters sent) and, for a per-key model, keyed."""
