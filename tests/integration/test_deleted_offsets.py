@@ -75,3 +75,58 @@ def test_a_learner_resuming_past_deleted_records_says_which_it_never_learned(
     assert f"{topic}[0]: offsets 300-499 were deleted from the topic" in caplog.text
     positions = json.loads(json.dumps(newest_summary(job.snapshots)["positions"]))
     assert positions == {topic: {"0": 700}}
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_a_predictor_group_resuming_past_deleted_records_says_which_got_no_posterior(
+        bootstrap, new_topic, tmp_path, monkeypatch, caplog, client):
+    from kafka import KafkaAdminClient, TopicPartition
+
+    from streambayes.cli import main
+    from streambayes.runtime.loops.predict import PredictJob, run_predict
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("STREAMBAYES_KAFKA_CLIENT", client)
+    settings = Settings()
+    (tmp_path / "train.jsonl").write_text("".join(
+        json.dumps({"id": f"t{i}", "label": ("spam", "ham")[i % 2],
+                    "text": ("win cash prize now", "see you at lunch")[i % 2]}) + "\n"
+        for i in range(100)))
+    assert main(["learn", "--source", "train.jsonl", "--snapshots", "state", "--model", "mnb"]) == 0
+    topic = new_topic(1, prefix="deleted-in")
+    _send(bootstrap, topic, 0, 300)
+    out = tmp_path / "posteriors.jsonl"
+    job = PredictJob(source=f"kafka://{bootstrap}/{topic}", sink=str(out),
+                     snapshots=(tmp_path / "state",), batch_size=100)
+
+    def serve_until(lines: int):
+        stop, got = threading.Event(), {}
+        thread = threading.Thread(
+            target=lambda: got.setdefault("stats", run_predict(job, settings, stop)), daemon=True)
+        thread.start()
+        deadline, n = time.monotonic() + 90, 0
+        try:
+            while time.monotonic() < deadline and thread.is_alive():
+                n = len(out.read_text().splitlines()) if out.exists() else 0
+                if n >= lines:
+                    break
+                time.sleep(0.3)
+        finally:
+            stop.set()
+            thread.join(60)
+        assert n == lines and not thread.is_alive(), f"{n} posteriors, not {lines}"
+        return got["stats"]
+
+    assert serve_until(300).deleted == 0
+    _send(bootstrap, topic, 300, 400)  # 700 records; the predictors are away while 0..499 go
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.delete_records({TopicPartition(topic, 0): 500})
+    finally:
+        admin.close()
+    with caplog.at_level(logging.WARNING):
+        stats = serve_until(300 + 200)
+    assert stats.deleted == 200 and stats.posteriors == 200
+    assert f"{topic}[0]: offsets 300-499 were deleted from the topic" in caplog.text
+    ids = [json.loads(line)["id"] for line in out.read_text().splitlines()[300:]]
+    assert ids == [f"m{i}" for i in range(500, 700)]
