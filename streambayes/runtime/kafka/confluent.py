@@ -398,9 +398,6 @@ class GroupSource:
     another member resumes from there (at least once).
     """
 
-    _seen: frozenset[int] = frozenset()  # partitions whose first records were looked at
-    deleted = 0  # offsets deleted before this group read them (:mod:`.deleted`)
-
     def __init__(
         self,
         bootstrap: str,
@@ -435,36 +432,14 @@ class GroupSource:
         self._abandoned = False  # a commit given up on is still running (see close)
 
     def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
-        known = len(self._next)
         records = _poll(self._consumer, max_records, timeout, self.topic, self._next, self._errors,
                         self._backoff)
-        if len(self._next) > known:  # a partition's first records since it was assigned
-            self._first_records(records)
         if self._rebalanced:  # after the poll: a batch can hold records fetched before the revoke
             self._rebalanced = False
             owned = {tp.partition for tp in self._consumer.assignment() if tp.topic == self.topic}
             for p in [p for p in self._next if p not in owned]:
                 del self._next[p]
-            self._seen = self._seen & owned
         return records
-
-    def _first_records(self, records: list[Record]) -> None:
-        """The first records of partitions new to this member: :func:`~.deleted.report_deleted`."""
-        from streambayes.runtime.kafka.deleted import first_offsets, report_deleted
-
-        fresh = set(self._next) - self._seen
-        self._seen = self._seen | fresh
-        if fresh:
-            self.deleted += report_deleted(self.topic, first_offsets(records, fresh),
-                                           self._committed, self._log_starts)
-
-    def _committed(self, partitions: list[int]) -> dict[int, int | None]:
-        found = self._consumer.committed([TopicPartition(self.topic, p) for p in partitions],
-                                         timeout=LOG_START_SECONDS)
-        return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in found}
-
-    def _log_starts(self, partitions: list[int]) -> dict[int, int] | None:
-        return log_starts(self._consumer, self.topic, partitions)
 
     def positions(self) -> Positions:
         return {self.topic: {str(p): off for p, off in sorted(self._next.items())}}

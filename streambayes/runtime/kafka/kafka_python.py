@@ -455,9 +455,6 @@ class GroupSource:
     another member resumes from there (at least once).
     """
 
-    _seen: frozenset[int] = frozenset()  # partitions whose first records were looked at
-    deleted = 0  # offsets deleted before this group read them (:mod:`.deleted`)
-
     def __init__(
         self,
         bootstrap: str,
@@ -492,35 +489,15 @@ class GroupSource:
         self.clock = time.monotonic
 
     def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
-        known = len(self._next)
         out = _poll(self._consumer, max_records, timeout, self.topic, self._next, self._backoff)
-        if len(self._next) > known:  # a partition's first records since it was assigned
-            self._first_records(out)
         owned = held_partitions(self._consumer, self.topic)
         for p in [p for p in self._next if p not in owned]:  # revoked: its position is another's
             del self._next[p]
-        self._seen = self._seen & owned
         if owned:
             self._idle_since = None
         else:
             self._check_unassigned()
         return out
-
-    def _first_records(self, records: list[Record]) -> None:
-        """The first records of partitions new to this member: :func:`~.deleted.report_deleted`."""
-        from streambayes.runtime.kafka.deleted import first_offsets, report_deleted
-
-        fresh = set(self._next) - self._seen
-        self._seen = self._seen | fresh
-        if fresh:
-            self.deleted += report_deleted(self.topic, first_offsets(records, fresh),
-                                           self._committed, self._log_starts)
-
-    def _committed(self, partitions: list[int]) -> dict[int, int | None]:
-        return {p: self._consumer.committed(TopicPartition(self.topic, p)) for p in partitions}
-
-    def _log_starts(self, partitions: list[int]) -> dict[int, int] | None:
-        return log_starts(self._consumer, self.topic, partitions)
 
     def _check_unassigned(self) -> None:
         """Every ``_UNASSIGNED_CHECK_SECONDS`` while this member holds nothing, ask the broker

@@ -162,7 +162,6 @@ def run_exactly_once(job: Any, settings: Any, stop: Any,
                     calibrated=job.calibrated, freeze_gc=True,
                     observer=observer)
                 stats = loop.run()
-                stats.deleted = getattr(source, "deleted", 0)  # a group source counts them
             logger.info("%d transactions committed (%.1f ms each on average, slowest %.1f ms), "
                         "%d aborted (transactional id %s)", sink.transactions,
                         sink.seconds * 1000 / max(1, sink.transactions), sink.slowest * 1000,
