@@ -322,20 +322,27 @@ def test_a_kafka_python_member_left_without_partitions_by_a_full_group_stays_put
     group = f"g-{uuid.uuid4().hex[:8]}"
     members = [kafka_python.GroupSource(bootstrap, topic, group=group,
                                         options=GROUP_OPTIONS["kafka-python"]) for _ in range(2)]
+    def held() -> list[int]:  # partitions held, less those an eager rebalance is revoking
+        return [len(kafka_python.held_partitions(m._consumer, topic)) for m in members]
+
     try:
         with caplog.at_level(logging.WARNING, logger=kafka_python.__name__):
             got: list[Record] = []
             deadline = time.monotonic() + 14  # the idle member checks twice at least
-            while time.monotonic() < deadline:
+            # then until the group is settled: under CPU load a member's session can lapse and
+            # the group rebalance (seen: both still listed the partition at the deadline), which
+            # is not the idle member joining again (that one warns "gave no member")
+            while time.monotonic() < deadline or (sorted(held()) != [0, 1]
+                                                  and time.monotonic() < deadline + 20):
                 for m in members:
                     got += m.poll(100, timeout=0.1)
-        held = [len(m._consumer.assignment()) for m in members]
-        idle = members[held.index(0)] if 0 in held else None
+        counts = held()
+        idle = members[counts.index(0)] if 0 in counts else None
     finally:
         for m in members:
             m.close()
     assert set(numbers(got)) == set(range(5))  # (read again when the partition moved at the join)
-    assert sorted(held) == [0, 1] and idle is not None and idle.checks >= 2
+    assert sorted(counts) == [0, 1] and idle is not None and idle.checks >= 2
     assert "gave no member" not in caplog.text
 
 
