@@ -330,6 +330,13 @@ def _parts(child):
     return wrapped, (wrapped.letters, DLQ)
 
 
+def _group_learner(member, broker) -> GroupLearner:
+    """An exactly-once group learner of ``member`` on the fake broker's state topic."""
+    return GroupLearner(member, Decoder("jsonl"), kafka_store(broker), lambda: make_model("nb"),
+                        "nb", every=10**9, every_seconds=10**9, batch_size=13, calibrate=False,
+                        shard_parts=_parts)
+
+
 def test_a_shard_taken_over_is_restored_from_its_newest_snapshot_past_an_open_transaction(broker):
     """All shards write partition 0 of the state topic. A member killed mid-checkpoint of shard 1
     leaves a transaction open there that holds a read_committed reader's end (the last stable
@@ -341,9 +348,7 @@ def test_a_shard_taken_over_is_restored_from_its_newest_snapshot_past_an_open_tr
     waits (here: raises) while shard 1's writer is not fenced."""
     group = FakeGroup({0: 60, 1: 60})
     a = FakeMember(group, "a")
-    ga = GroupLearner(a, Decoder("jsonl"), kafka_store(broker), lambda: make_model("nb"), "nb",
-                      every=10**9, every_seconds=10**9, batch_size=13, calibrate=False,
-                      shard_parts=_parts)
+    ga = _group_learner(a, broker)
     a.pending.append(("assigned", [0, 1]))
     drive(ga, a, 1)
     assert [i.id for i in ga.checkpoint()] == ["000001", "000001"]  # shard 0's, shard 1's
@@ -355,9 +360,7 @@ def test_a_shard_taken_over_is_restored_from_its_newest_snapshot_past_an_open_tr
     assert kafka_store(broker).child(shard_name(TOPIC, 0)).ids() == ["000001"]  # a plain read
 
     alone = FakeMember(group, "c")  # takes shard 0 only: shard 1's writer is not fenced yet
-    gc = GroupLearner(alone, Decoder("jsonl"), kafka_store(broker), lambda: make_model("nb"),
-                      "nb", every=10**9, every_seconds=10**9, batch_size=13, calibrate=False,
-                      shard_parts=_parts)
+    gc = _group_learner(alone, broker)
     alone.pending.append(("assigned", [0]))
     with pytest.raises(SnapshotError, match="waited for"):
         drive(gc, alone, 1)
@@ -365,9 +368,7 @@ def test_a_shard_taken_over_is_restored_from_its_newest_snapshot_past_an_open_tr
     assert broker.events[-1] == ("close", f"streambayes-learn-state-{shard_name(TOPIC, 0)}")
 
     b = FakeMember(group, "b")
-    gb = GroupLearner(b, Decoder("jsonl"), kafka_store(broker), lambda: make_model("nb"), "nb",
-                      every=10**9, every_seconds=10**9, batch_size=13, calibrate=False,
-                      shard_parts=_parts)
+    gb = _group_learner(b, broker)
     b.pending.append(("assigned", [0, 1]))
     drive(gb, b, 1)
     assert broker.lso is None  # shard 1's open transaction aborted by b's fence, not waited out

@@ -142,12 +142,15 @@ class ConfluentReader:
         deadline = time.monotonic() + timeout
         tp = TopicPartition(self.topic, 0)
         try:
-            if self._first_end is not None:  # asked before the first fetch: no wait
-                (self._position, end), self._first_end = self._first_end, None
-            elif not strict:
-                end = self._second().get_watermark_offsets(tp, timeout=timeout, cached=False)[1]
+            first, self._first_end = self._first_end, None  # asked before the first fetch
+            if first is not None:
+                self._position = first[0]
             if strict:  # the high watermark: a read_uncommitted client's end
                 end = self._uncommitted().get_watermark_offsets(tp, timeout=timeout, cached=False)[1]
+            elif first is not None:  # no wait
+                end = first[1]
+            else:
+                end = self._second().get_watermark_offsets(tp, timeout=timeout, cached=False)[1]
             while self._position < end:
                 if time.monotonic() > deadline:
                     raise SnapshotError(f"{self.name}: could not read to offset {end} in "
