@@ -126,8 +126,16 @@ def _ride_out(own_broker, tmp_path, client: str) -> None:
         ids = {str(e["id"]) for e in events}
         try:
             if predictors_wanted:
-                wait_until(lambda: (committed.read(), _ids(committed.records) >= ids)[1], 180,
-                           "a committed posterior for every event")
+                try:
+                    wait_until(lambda: (committed.read(), _ids(committed.records) >= ids)[1], 180,
+                               "a committed posterior for every event")
+                except AssertionError as exc:  # which events, and what each predictor was doing
+                    missing = sorted(ids - _ids(committed.records))
+                    raise AssertionError(f"{exc}: {len(missing)} of {len(ids)} events have no "
+                                         f"committed posterior (first {missing[:5]}); "
+                                         + _holders(bootstrap, f"predictors-{topic}", snaps, topic)
+                                         + _broker_view(own_broker, outbox)
+                                         + predictors.stacks(300)) from None
                 predictors.stop(120)
                 committed.read(1.0)  # anything committed while stopping
         finally:
