@@ -163,8 +163,10 @@ def _predict(args: argparse.Namespace, settings: Settings, stop: threading.Event
     with _stopped_quietly(stop):
         stats = run_predict(job, settings, stop)
     dead = sum(stats.dead_letters.values())
+    deleted = (f"; {stats.deleted} offsets were deleted from the topic before they were read "
+               "(see the warnings)") if stats.deleted else ""
     print(f"published {stats.posteriors} posteriors for {stats.records} records ({dead} dead "
-          f"letters) in {stats.seconds:.2f} s; snapshot {stats.snapshot}")
+          f"letters) in {stats.seconds:.2f} s; snapshot {stats.snapshot}{deleted}")
     return 0
 
 

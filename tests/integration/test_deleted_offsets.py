@@ -1,7 +1,9 @@
 """A learner stopped longer than its input topic keeps records: on a real broker the records its
 snapshot resumes at are deleted (DeleteRecords, as retention would), and the restarted learner
 says which offsets it never learned, and counts them, instead of going on silently. A static
-learner on kafka-python, a group learner on confluent (each client's own ``log_starts``)."""
+learner on kafka-python, a group learner on confluent (each client's own ``log_starts``). A
+predictor group resuming past deleted records says which events got no posterior (its source's
+:class:`~streambayes.runtime.kafka.deleted.DeletedWatch`), on both clients."""
 
 from __future__ import annotations
 
@@ -75,3 +77,78 @@ def test_a_learner_resuming_past_deleted_records_says_which_it_never_learned(
     assert f"{topic}[0]: offsets 300-499 were deleted from the topic" in caplog.text
     positions = json.loads(json.dumps(newest_summary(job.snapshots)["positions"]))
     assert positions == {topic: {"0": 700}}
+
+
+@pytest.mark.parametrize(("client", "exactly_once"),
+                         [("kafka-python", False), ("confluent", False), ("confluent", True)])
+def test_a_predictor_group_resuming_past_deleted_records_says_which_got_no_posterior(
+        bootstrap, new_topic, tmp_path, monkeypatch, caplog, client, exactly_once):
+    from kafka import KafkaAdminClient, TopicPartition
+
+    from streambayes.cli import main
+    from streambayes.devtools.predict_kills import _Committed
+    from streambayes.runtime.loops.predict import PredictJob, run_predict
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("STREAMBAYES_KAFKA_CLIENT", client)
+    settings = Settings()
+    (tmp_path / "train.jsonl").write_text("".join(
+        json.dumps({"id": f"t{i}", "label": ("spam", "ham")[i % 2],
+                    "text": ("win cash prize now", "see you at lunch")[i % 2]}) + "\n"
+        for i in range(100)))
+    assert main(["learn", "--source", "train.jsonl", "--snapshots", "state", "--model", "mnb"]) == 0
+    topic = new_topic(1, prefix="deleted-in")
+    _send(bootstrap, topic, 0, 300)
+    if exactly_once:  # posteriors in a topic, one transaction a batch; read as committed
+        outbox = new_topic(1, prefix="deleted-out")
+        sink, committed = f"kafka://{bootstrap}/{outbox}", _Committed(bootstrap, outbox)
+        posted = lambda: [json.loads(r.value)["id"] for r in committed.records]  # noqa: E731
+
+        def count() -> int:
+            committed.read()
+            return len(committed.records)
+    else:
+        out = tmp_path / "posteriors.jsonl"
+        sink = str(out)
+        posted = lambda: [json.loads(line)["id"] for line in out.read_text().splitlines()]  # noqa: E731
+
+        def count() -> int:
+            return len(out.read_text().splitlines()) if out.exists() else 0
+    job = PredictJob(source=f"kafka://{bootstrap}/{topic}", sink=sink, batch_size=100,
+                     snapshots=(tmp_path / "state",), exactly_once=exactly_once,
+                     transactional_id=f"{topic}-tid" if exactly_once else None)
+
+    def serve_until(lines: int):
+        stop, got = threading.Event(), {}
+        thread = threading.Thread(
+            target=lambda: got.setdefault("stats", run_predict(job, settings, stop)), daemon=True)
+        thread.start()
+        deadline, n = time.monotonic() + 90, 0
+        try:
+            while time.monotonic() < deadline and thread.is_alive():
+                n = count()
+                if n >= lines:
+                    break
+                time.sleep(0.3)
+        finally:
+            stop.set()
+            thread.join(60)
+        assert n == lines and not thread.is_alive(), f"{n} posteriors, not {lines}"
+        return got["stats"]
+
+    try:
+        assert serve_until(300).deleted == 0
+        _send(bootstrap, topic, 300, 400)  # 700 records; the predictors are away while 0..499 go
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        try:
+            admin.delete_records({TopicPartition(topic, 0): 500})
+        finally:
+            admin.close()
+        with caplog.at_level(logging.WARNING):
+            stats = serve_until(300 + 200)
+        assert stats.deleted == 200 and stats.posteriors == 200
+        assert f"{topic}[0]: offsets 300-499 were deleted from the topic" in caplog.text
+        assert posted()[300:] == [f"m{i}" for i in range(500, 700)]
+    finally:
+        if exactly_once:
+            committed.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import Producer
@@ -91,6 +92,7 @@ def test_a_group_source_whose_commit_hangs_is_not_closed_under_it(monkeypatch):
     source = confluent.GroupSource.__new__(confluent.GroupSource)
     source.topic, source.group, source._abandoned = "t", "g", False
     source._consumer = stuck = _StuckConsumer()
+    source._deleted = SimpleNamespace(close=lambda: None)  # (its deleted-records watch)
     start = time.monotonic()
     source.commit({"t": {"0": 5}})
     assert time.monotonic() - start < 2.0 and source._abandoned

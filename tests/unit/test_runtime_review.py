@@ -79,6 +79,7 @@ def test_group_positions_forget_revoked_partitions():
                                {tp.partition: o.offset for tp, o in offsets.items()}))
     source = GroupSource.__new__(GroupSource)
     source.topic, source._consumer, source._next = "t", fake, {}
+    source._deleted = SimpleNamespace(firsts=lambda firsts: None)  # (its deleted-records watch)
     source._backoff = SimpleNamespace(reset=lambda: None, wait=lambda: True)
     source.poll(10)
     source.commit(source.positions())

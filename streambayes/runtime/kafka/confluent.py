@@ -36,6 +36,8 @@ from confluent_kafka import (
 
 from streambayes.errors import BrokerError, UsageError
 from streambayes.runtime.kafka.bounded import bounded
+from streambayes.runtime.kafka.deleted import ConfluentAsker, DeletedWatch, first_offsets
+from streambayes.runtime.kafka.options import split
 from streambayes.runtime.records.sources import Positions, Record
 from streambayes.runtime.retry import Backoff, retrying
 
@@ -412,8 +414,8 @@ class GroupSource:
         self.group = group
         self.stop = stop or threading.Event()
         self._errors = _ErrorLog(f"group {group} on {topic}")
-        self._consumer = _usable(lambda: Consumer(_consumer_config(
-            bootstrap, group, options, self._errors, auto_offset_reset)))
+        config = _consumer_config(bootstrap, group, options, self._errors, auto_offset_reset)
+        self._consumer = _usable(lambda: Consumer(config))
         # revoked or lost partitions' positions are another's: forgotten after a poll in which
         # librdkafka handed some over (the callback runs inside consume, on this thread; librdkafka
         # then unassigns them itself). Until stop 28 every poll asked for the assignment: a round
@@ -425,21 +427,38 @@ class GroupSource:
             if source is not None:
                 source._rebalanced = True
 
-        self._consumer.subscribe([topic], on_revoke=revoked, on_lost=revoked)
+        def assigned(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            source = me()  # (librdkafka assigns them itself after the callback)
+            if source is not None:
+                source._deleted.given(tp.partition for tp in partitions if tp.topic == topic)
+
+        self._consumer.subscribe([topic], on_assign=assigned, on_revoke=revoked, on_lost=revoked)
+        admin = {**split("confluent", config, {}, "admin"),  # (callbacks run in consume only)
+                 "error_cb": _ErrorLog(f"deleted-records check of {group} on {topic}")}
+        self._deleted = DeletedWatch(topic, lambda: ConfluentAsker(admin, group, topic))
         self._rebalanced = False
         self._next: dict[int, int] = {}
         self._backoff = Backoff(stop=self.stop)
         self._abandoned = False  # a commit given up on is still running (see close)
 
     def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
+        known = len(self._next)
         records = _poll(self._consumer, max_records, timeout, self.topic, self._next, self._errors,
                         self._backoff)
+        if len(self._next) > known:  # first records of partitions new to this member (appended)
+            self._deleted.firsts(first_offsets(records, set(list(self._next)[known:])))
         if self._rebalanced:  # after the poll: a batch can hold records fetched before the revoke
             self._rebalanced = False
             owned = {tp.partition for tp in self._consumer.assignment() if tp.topic == self.topic}
             for p in [p for p in self._next if p not in owned]:
                 del self._next[p]
         return records
+
+    @property
+    def deleted(self) -> int:
+        """Offsets the group owed that were deleted before it read them (:mod:`.deleted`; final
+        once closed)."""
+        return self._deleted.deleted
 
     def positions(self) -> Positions:
         return {self.topic: {str(p): off for p, off in sorted(self._next.items())}}
@@ -471,6 +490,7 @@ class GroupSource:
     def close(self) -> None:
         """Leave the group, for up to ``_TIMEOUT`` s; not at all when a commit is still running
         (a handle must not be destroyed under a call: it ends with the process)."""
+        self._deleted.close()
         if self._abandoned:
             logger.warning("not leaving the group %s: its last commit is still running", self.group)
             return

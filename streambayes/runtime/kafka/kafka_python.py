@@ -26,7 +26,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import (
     AuthorizationError,
@@ -45,6 +45,7 @@ from kafka.errors import (
 from kafka.structs import OffsetAndMetadata
 
 from streambayes.errors import BrokerError
+from streambayes.runtime.kafka.deleted import DeletedWatch, KafkaPythonAsker, first_offsets
 from streambayes.runtime.records.sources import Positions, Record
 from streambayes.runtime.retry import Backoff, retrying
 
@@ -476,10 +477,13 @@ class GroupSource:
         self._consumer = retrying(lambda: new_consumer(**kwargs), f"connect to {bootstrap}",
                                   _CONNECT_ERRORS, self.stop)
         _await_topic(self._consumer, topic, self.stop)
-        self._consumer.subscribe([topic])
+        self._admin_options = admin_options(kwargs)
+        admin = self._admin_options
+        self._deleted = DeletedWatch(topic, lambda: KafkaPythonAsker(admin, group, topic))
+        self._listener = _Assigned(topic, self._deleted)
+        self._consumer.subscribe([topic], listener=self._listener)
         self._next: dict[int, int] = {}
         self._backoff = Backoff(stop=self.stop)
-        self._admin_options = admin_options(kwargs)
         self._admin: Any = None
         self._idle_since: float | None = None  # since when this member holds no partition
         self._unassigned = 0  # checks in a row that found no member holding a partition
@@ -489,7 +493,10 @@ class GroupSource:
         self.clock = time.monotonic
 
     def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
+        known = len(self._next)
         out = _poll(self._consumer, max_records, timeout, self.topic, self._next, self._backoff)
+        if len(self._next) > known:  # first records of partitions new to this member (appended)
+            self._deleted.firsts(first_offsets(out, set(list(self._next)[known:])))
         owned = held_partitions(self._consumer, self.topic)
         for p in [p for p in self._next if p not in owned]:  # revoked: its position is another's
             del self._next[p]
@@ -535,7 +542,7 @@ class GroupSource:
                            "without the topic's metadata): joining again", self.group, found,
                            self.topic)
             self._consumer.unsubscribe()
-            self._consumer.subscribe([self.topic])
+            self._consumer.subscribe([self.topic], listener=self._listener)
 
     def _close_admin(self) -> None:
         admin, self._admin = self._admin, None
@@ -566,11 +573,32 @@ class GroupSource:
             except KafkaError as exc:  # a rebalance: the new owner re-reads from the last commit
                 logger.warning("offset commit failed (%s); those events may be predicted twice", exc)
 
+    @property
+    def deleted(self) -> int:
+        """Offsets the group owed that were deleted before it read them (:mod:`.deleted`; final
+        once closed)."""
+        return self._deleted.deleted
+
     def close(self) -> None:
         try:
+            self._deleted.close()
             self._close_admin()
         finally:
             self._consumer.close(autocommit=False)
+
+
+class _Assigned(ConsumerRebalanceListener):
+    """Tells a :class:`~.deleted.DeletedWatch` the partitions of each assignment (only queued:
+    nothing is asked inside the poll that runs this)."""
+
+    def __init__(self, topic: str, watch: DeletedWatch) -> None:
+        self.topic, self.watch = topic, watch
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        """Nothing: the source forgets revoked partitions after its poll."""
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self.watch.given(tp.partition for tp in assigned if tp.topic == self.topic)
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1, *,

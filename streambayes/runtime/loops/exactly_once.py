@@ -166,8 +166,9 @@ def run_exactly_once(job: Any, settings: Any, stop: Any,
                         "%d aborted (transactional id %s)", sink.transactions,
                         sink.seconds * 1000 / max(1, sink.transactions), sink.slowest * 1000,
                         sink.aborts, tid)
-            return stats
         finally:
             sink.close()
     finally:
         source.close()
+    stats.deleted = getattr(source, "deleted", 0)  # the group source's count, final once closed
+    return stats

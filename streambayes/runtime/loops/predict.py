@@ -85,6 +85,7 @@ class PredictStats:
     reloads: int = 0
     snapshot: str | None = None
     seconds: float = 0.0
+    deleted: int = 0  # offsets the group owed that retention deleted before they were read
 
 
 class PredictLoop:
@@ -430,10 +431,12 @@ def run_predict(job: PredictJob, settings: Settings, stop: threading.Event | Non
                                    stop_at_end=is_file and not job.follow, stop=stop,
                                    loss=job.loss, calibrated=job.calibrated, freeze_gc=True,
                                    observer=observer)
-                return loop.run()
+                stats = loop.run()
         finally:
             sink[0].close()
             if dead is not None:
                 dead[0].close()
     finally:
         source.close()
+    stats.deleted = getattr(source, "deleted", 0)  # a group source's count, final once closed
+    return stats
