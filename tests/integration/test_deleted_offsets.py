@@ -152,3 +152,60 @@ def test_a_predictor_group_resuming_past_deleted_records_says_which_got_no_poste
     finally:
         if exactly_once:
             committed.close()
+
+
+def test_a_running_learner_behind_retention_says_which_offsets_it_never_read(
+        bootstrap, new_topic, tmp_path, caplog):
+    """kafka-python's consumer (in process: it fetches only when polled) reads 300 records in one
+    fetch and the learner takes them 100 at a time; while it learns them, 400 more arrive and
+    DeleteRecords removes everything below 500. Its next fetch (offset 300) is out of range: the
+    client goes on from 500, and the learner says that 300-499 were never read."""
+    from kafka import KafkaAdminClient, TopicPartition
+
+    from streambayes.models import make_model
+    from streambayes.runtime.loops.learn import LearnLoop
+    from streambayes.runtime.records.decode import Decoder
+    from streambayes.snapshot import SnapshotStore
+
+    topic = new_topic(1, prefix="behind")
+    _send(bootstrap, topic, 0, 300)
+    gate, held = threading.Event(), threading.Event()
+
+    class Paused(kafka_python.AssignedSource):
+        def poll(self, max_records: int = 500, timeout: float = 0.0):
+            if self._next.get(0, 0) >= 100 and not gate.is_set():
+                held.set()
+                gate.wait(60)
+            return super().poll(max_records, timeout)
+
+    source = Paused(bootstrap, topic, partitions=[0])
+    stop = threading.Event()
+    loop = LearnLoop(source, Decoder("jsonl"), SnapshotStore(tmp_path / "state"),
+                     lambda: make_model("mnb"), "mnb", batch_size=100, every=10**9,
+                     stop_at_end=False, stop=stop)
+    loop.restore()
+    out = {}
+    thread = threading.Thread(target=lambda: out.setdefault("stats", loop.run()), daemon=True)
+    try:
+        with caplog.at_level(logging.WARNING):
+            thread.start()
+            assert held.wait(60), "the learner did not reach offset 100"
+            _send(bootstrap, topic, 300, 400)
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+            try:
+                admin.delete_records({TopicPartition(topic, 0): 500})
+            finally:
+                admin.close()
+            gate.set()
+            deadline = time.monotonic() + 60
+            while loop.stats.events + loop.stats.deleted < 700 and time.monotonic() < deadline:
+                time.sleep(0.2)
+    finally:
+        gate.set()
+        stop.set()
+        thread.join(60)
+        source.close()
+    stats = out["stats"]
+    assert (stats.events, stats.deleted) == (500, 200), stats
+    assert f"{topic}[0]: offsets 300-499 were deleted from the topic (retention or DeleteRecords) " \
+           "while this learner was behind" in caplog.text

@@ -180,3 +180,105 @@ def test_a_group_shard_restored_twice_from_one_snapshot_counts_its_deleted_offse
     b.pending.append(("revoked", [0]))
     drive(gb, b, 1)
     assert gb.stats.deleted == 12
+
+
+# -- while running: a learner that falls behind the topic's retention -------------------------
+class Behind(Trimmed):
+    """Topic ``ev`` from which, once ``after`` records were read, retention deletes the records
+    below ``start``: a read past that point goes on from ``start`` (the client's reset)."""
+
+    def __init__(self, items, after: int, start: int, holes=()) -> None:
+        super().__init__(items, holes=holes)
+        self.after, self.trim_to = after, start
+
+    def poll(self, max_records: int = 500, timeout: float = 0.0):
+        if self._next["ev"] >= self.after and self.start < self.trim_to:
+            self.start = self.trim_to
+            self._next["ev"] = max(self._next["ev"], self.start)
+        return super().poll(max_records, timeout)
+
+    def positions(self):  # as a Kafka source: the next offset after the last record returned
+        return {"ev": {"0": self._next["ev"]}}
+
+
+def test_a_running_learner_behind_retention_warns_and_counts_what_it_never_read(caplog):
+    source = Behind(events(100), after=20, start=60)
+    with caplog.at_level(logging.WARNING):
+        stats = loop(source, MemorySnapshotStore()).run()
+    read = stats.events - 40  # 0..read-1 learned before the trim (20 and more), then 60..99
+    assert read >= 20 and stats.deleted == 60 - read and source.asked == [[0]]
+    assert f"ev[0]: offsets {read}-59 were deleted from the topic (retention or DeleteRecords) " \
+           "while this learner was behind" in caplog.text
+
+
+def test_markers_while_running_are_asked_about_at_most_once_a_second_and_never_counted(caplog):
+    clock = [0.0]
+    source = Trimmed(events(100), holes={10, 30, 31, 50})  # transaction markers
+    source.positions = lambda: {"ev": {"0": source._next["ev"]}}
+    learner_ = LearnLoop(source, Decoder("jsonl"), MemorySnapshotStore(),
+                         lambda: make_model("nb"), "nb", every=10**9, calibrate=False,
+                         batch_size=7, clock=lambda: clock[0])
+    with caplog.at_level(logging.WARNING):
+        stats = learner_.run()
+    assert stats.deleted == 0 and stats.events == 96 and "deleted" not in caplog.text
+    assert source.asked == [[0]]  # the first jump at once; the clock stood still since
+    assert len(learner_.skipped.pending) == 2  # 30-31 and 50: waiting for the next question
+    clock[0] = 1.0
+    assert learner_.skipped.check(learner_.deleted_upto) == 0 and source.asked == [[0], [0]]
+
+
+def test_a_jump_reported_at_the_restore_is_not_counted_again_while_running(caplog):
+    store = MemorySnapshotStore()
+    first_run(store)
+    source = Behind(events(100), after=0, start=50)  # deleted while the learner was away
+    with caplog.at_level(logging.WARNING):
+        stats = loop(source, store).run()
+    assert stats.deleted == 20 and stats.events == 50
+    assert caplog.text.count("were deleted") == 1 and source.asked == [[0]]
+
+
+def test_a_running_group_shard_behind_retention_warns_and_counts_it(caplog):
+    group, store = FakeGroup({0: 30}), MemorySnapshotStore()
+    member = TrimmedMember(group, "a", {})
+    learner_ = learner(member, store)
+    member.pending.append(("assigned", [0]))
+    drive(learner_, member, 1)  # 13 records learned
+    member.start[0] = 20  # retention deletes 0..19 while the shard is at 13
+    with caplog.at_level(logging.WARNING):
+        drive(learner_, member, 3)
+    assert member.asked == [[0]]
+    assert f"{TOPIC}[0]: offsets 13-19 were deleted from the topic" in caplog.text
+    assert learner_.shards[0].loop.stats.deleted == 7
+    member.pending.append(("revoked", [0]))
+    drive(learner_, member, 1)
+    assert learner_.stats.deleted == 7
+
+
+def test_offset_jumps_and_what_adds_up():
+    from streambayes.runtime.loops.skipped import adds_up, offset_jumps
+    from streambayes.runtime.records.sources import Record
+
+    batch = [Record(b"", None, "ev", p, o) for p, o in ((0, 5), (1, 9), (0, 7), (2, 3), (1, 10))]
+    assert offset_jumps({0: 5, 1: 8}, batch) == [(1, 8, 9), (0, 6, 7)]  # 2: no offset expected
+    assert offset_jumps({0: 5, 1: 8}, batch, skip={1}) == [(0, 6, 7)]
+    assert adds_up({"0": 5, "1": 9}, {"0": 8, "1": 11}, 5)
+    assert not adds_up({"0": 5, "1": 8}, {"0": 8, "1": 11}, 5)  # one offset more than records
+    assert not adds_up({"0": 5}, {"0": 8, "1": 11}, 5)  # a partition new to the source
+
+
+def test_waiting_jumps_are_bounded_and_a_broker_that_does_not_answer_counts_nothing(caplog):
+    from streambayes.runtime.loops.skipped import Skipped
+
+    asked = []
+    skipped = Skipped("ev", lambda ps: asked.append(ps) or {0: 100}, clock=lambda: 0.0, limit=3)
+    with caplog.at_level(logging.INFO):
+        skipped.add([(0, 10, 12), (0, 20, 22), (0, 30, 31), (0, 40, 41)])
+        assert [j[1] for j in skipped.pending] == [20, 30, 40]
+        assert "1 offset jumps let go unasked (more than 3 waiting)" in caplog.text
+        upto: dict[int, int] = {}
+        assert skipped.check(upto) == 2 + 1 + 1 and upto == {0: 41}  # each jump's own offsets
+        for answer in (lambda ps: None, lambda ps: 1 / 0):
+            mute = Skipped("ev", answer)
+            mute.add([(0, 10, 50)])
+            assert mute.check({}) == 0 and not mute.pending
+    assert "offset jumps not looked at" in caplog.text

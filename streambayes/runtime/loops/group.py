@@ -88,6 +88,7 @@ from typing import Any, Protocol
 from streambayes.errors import BrokerError, NetworkUnavailable, UsageError
 from streambayes.runtime.loops.checkpoint import checkpoint_in_order
 from streambayes.runtime.loops.learn import IDLE_POLL_SECONDS, LearnLoop, LearnStats
+from streambayes.runtime.loops.skipped import offset_jumps
 from streambayes.runtime.records.decode import Decoder
 from streambayes.runtime.records.sinks import Sink
 from streambayes.runtime.records.sources import Positions, Record
@@ -595,10 +596,13 @@ class GroupLearner:
             if shard is None:
                 logger.debug("skipped %d records of %s[%d]: not held", len(part), self.topic, p)
                 continue
-            if shard.view.next is not None and part[0].offset < shard.view.next:
-                part = [r for r in part if r.offset >= shard.view.next]  # already in the state
+            nxt = shard.view.next
+            if nxt is not None and part[0].offset < nxt:
+                part = [r for r in part if r.offset >= nxt]  # already in the state
                 if not part:
                     continue
+            if nxt is not None and part[-1].offset - nxt + 1 != len(part):  # jumped (skipped.py)
+                shard.loop.skipped.add(offset_jumps({p: nxt}, part, shard.loop._resumed))
             shard.loop._learn(part)
             shard.view.next = part[-1].offset + 1
             shard.unsaved += len(part)

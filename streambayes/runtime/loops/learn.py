@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from streambayes.errors import BrokerError, FeatureError, LimitError, UsageError
 from streambayes.models.usage import first_batch_note
 from streambayes.runtime.heap import freeze_long_lived
+from streambayes.runtime.loops.skipped import Skipped, adds_up, offset_jumps
 from streambayes.runtime.records.decode import Decoded, Decoder, dead_letter
 from streambayes.runtime.records.events import DeadLetter
 from streambayes.runtime.records.limits import RecordLimits
@@ -192,6 +193,9 @@ class LearnLoop:
         # partition -> the offset a restored snapshot resumes it at, until its first record
         self._resumed: dict[int, int] = {}
         self.deleted_upto: dict[int, int] = {}  # partition -> deleted offsets reported below this
+        # jumps in the offsets read while running: retention deleting what this learner is behind
+        self.skipped = Skipped(getattr(source, "topic", "?"), getattr(source, "log_starts", None),
+                               clock=clock)
         self._unsaved = 0  # records read since the last checkpoint
         self._fields_noted = False  # said which fields the model uses (at the first events)
 
@@ -256,11 +260,20 @@ class LearnLoop:
         start = self.clock()
         last = self.clock()
         since = 0  # records read since the last checkpoint
+        topic = getattr(self.source, "topic", None)
+        watch = self.skipped.ask is not None and topic is not None  # jumps: see skipped.py
+        before = self.source.positions().get(topic, {}) if watch else {}
         while not self.stop.is_set():
             # a new model learns in growing batches (1, 2, 4, ...): its calibration starts early
             want = min(self.batch_size, max(1, self.events_total))
             records = self.source.poll(want, timeout=IDLE_POLL_SECONDS)
             if records:
+                if watch:
+                    after = self.source.positions().get(topic, {})
+                    if not adds_up(before, after, len(records)):
+                        self.skipped.add(offset_jumps({int(p): o for p, o in before.items()},
+                                                      records, self._resumed))
+                    before = after
                 self._learn(records)
                 since += len(records)
             elif self.stop_at_end:
@@ -278,6 +291,8 @@ class LearnLoop:
     def _learn(self, records: list) -> None:
         if self._resumed:
             self._look_for_deleted(records)
+        if self.skipped.pending:
+            self.stats.deleted += self.skipped.check(self.deleted_upto)
         if self.observer is not None:
             self.observer.records(len(records))
         self.stats.records += len(records)
