@@ -37,7 +37,6 @@ from confluent_kafka import (
 from streambayes.errors import BrokerError, UsageError
 from streambayes.runtime.kafka.bounded import bounded
 from streambayes.runtime.kafka.deleted import ConfluentAsker, DeletedWatch, first_offsets
-from streambayes.runtime.kafka.options import split
 from streambayes.runtime.records.sources import Positions, Record
 from streambayes.runtime.retry import Backoff, retrying
 
@@ -433,9 +432,9 @@ class GroupSource:
                 source._deleted.given(tp.partition for tp in partitions if tp.topic == topic)
 
         self._consumer.subscribe([topic], on_assign=assigned, on_revoke=revoked, on_lost=revoked)
-        admin = {**split("confluent", config, {}, "admin"),  # (callbacks run in consume only)
+        asker = {**config,  # a consumer of the group that never subscribes (see ConfluentAsker)
                  "error_cb": _ErrorLog(f"deleted-records check of {group} on {topic}")}
-        self._deleted = DeletedWatch(topic, lambda: ConfluentAsker(admin, group, topic))
+        self._deleted = DeletedWatch(topic, lambda: ConfluentAsker(asker, group, topic))
         self._rebalanced = False
         self._next: dict[int, int] = {}
         self._backoff = Backoff(stop=self.stop)

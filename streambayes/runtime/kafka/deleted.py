@@ -6,7 +6,8 @@ longer than the topic keeps records), the client goes on from where the partitio
 (``auto.offset.reset=earliest``) and those events get no posterior. Both clients' ``GroupSource``
 tell a :class:`DeletedWatch` the partitions of each assignment as the client makes it (its
 rebalance callback) and the offset of the first record of each partition new to the member. The
-watch's own thread, with an admin client of its own, asks the group's committed offsets at the
+watch's own thread, with a client of its own (confluent: a consumer of the group that never
+subscribes; kafka-python: an admin client), asks the group's committed offsets at the
 assignment, before this member can have committed past them, and, only when a partition's first
 record lies past its committed offset, where the partition now begins: the offsets in between
 that are gone are warned about and counted (``deleted``, final once the watch is closed). Gaps
@@ -151,36 +152,40 @@ class DeletedWatch:
 
 
 class ConfluentAsker:
-    """:class:`Asker` with a confluent-kafka ``AdminClient`` of ``config`` (admin properties)."""
+    """:class:`Asker` with a confluent-kafka ``Consumer`` of its own (``config``: the member's
+    consumer properties, its group included), never subscribed: it joins nothing and commits
+    nothing, it only asks the group's committed offsets and the partitions' low watermarks. Not
+    an ``AdminClient``: librdkafka's ListConsumerGroupOffsets can abort the process on an
+    assertion (``eonce->refcnt > 0``, librdkafka#3663) when the broker restarts under it (seen
+    here: an exactly-once predictor died so in a broker-restart test)."""
 
     def __init__(self, config: Mapping[str, Any], group: str, topic: str) -> None:
-        from confluent_kafka.admin import AdminClient
+        from confluent_kafka import Consumer
 
         self.group, self.topic = group, topic
-        self._admin = AdminClient(dict(config))
-        self._admin.list_topics(topic, timeout=ASK_SECONDS)  # connected before the first question
+        self._consumer = Consumer(dict(config))
+        self._consumer.list_topics(topic, timeout=ASK_SECONDS)  # connected before the question
 
     def committed(self, partitions: list[int]) -> dict[int, int | None]:
-        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+        from confluent_kafka import TopicPartition
 
-        asked = [ConsumerGroupTopicPartitions(self.group, [TopicPartition(self.topic, p)
-                                                           for p in partitions])]
-        found = self._admin.list_consumer_group_offsets(asked, request_timeout=ASK_SECONDS)
-        answer = found[self.group].result(timeout=ASK_SECONDS)
+        found = self._consumer.committed([TopicPartition(self.topic, p) for p in partitions],
+                                         timeout=ASK_SECONDS)
         return {tp.partition: (tp.offset if tp.offset >= 0 else None)
-                for tp in answer.topic_partitions if tp.error is None}
+                for tp in found if tp.error is None}
 
     def starts(self, partitions: list[int]) -> dict[int, int]:
         from confluent_kafka import TopicPartition
-        from confluent_kafka.admin import OffsetSpec
 
-        found = self._admin.list_offsets({TopicPartition(self.topic, p): OffsetSpec.earliest()
-                                          for p in partitions}, request_timeout=ASK_SECONDS)
-        return {tp.partition: future.result(timeout=ASK_SECONDS).offset
-                for tp, future in found.items()}
+        return {p: self._consumer.get_watermark_offsets(TopicPartition(self.topic, p),
+                                                        timeout=ASK_SECONDS, cached=False)[0]
+                for p in partitions}
 
     def close(self) -> None:
-        self._admin = None  # librdkafka lets go of it (on this thread, not the member's)
+        from streambayes.runtime.kafka.bounded import bounded
+
+        bounded(self._consumer.close, ASK_SECONDS, f"closing the deleted-records check of "
+                f"{self.topic}")
 
 
 class KafkaPythonAsker:
