@@ -432,8 +432,10 @@ class GroupSource:
                 source._deleted.given(tp.partition for tp in partitions if tp.topic == topic)
 
         self._consumer.subscribe([topic], on_assign=assigned, on_revoke=revoked, on_lost=revoked)
-        asker = {**config,  # a consumer of the group that never subscribes (see ConfluentAsker)
-                 "error_cb": _ErrorLog(f"deleted-records check of {group} on {topic}")}
+        asker = {**config,  # a consumer of the group that never subscribes (see ConfluentAsker);
+                 # its connection errors are the member's own, which says them already
+                 "error_cb": lambda error: logger.debug("deleted-records check of %s on %s: %s",
+                                                        group, topic, error.str())}
         self._deleted = DeletedWatch(topic, lambda: ConfluentAsker(asker, group, topic))
         self._rebalanced = False
         self._next: dict[int, int] = {}
