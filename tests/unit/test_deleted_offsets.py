@@ -213,18 +213,45 @@ def test_a_running_learner_behind_retention_warns_and_counts_what_it_never_read(
 
 def test_markers_while_running_are_asked_about_at_most_once_a_second_and_never_counted(caplog):
     clock = [0.0]
-    source = Trimmed(events(100), holes={10, 30, 31, 50})  # transaction markers
+    # 10, 50: commit markers (one offset: never asked about); 30-31, 60-61: aborted transactions
+    source = Trimmed(events(100), holes={10, 30, 31, 50, 60, 61})
     source.positions = lambda: {"ev": {"0": source._next["ev"]}}
     learner_ = LearnLoop(source, Decoder("jsonl"), MemorySnapshotStore(),
                          lambda: make_model("nb"), "nb", every=10**9, calibrate=False,
                          batch_size=7, clock=lambda: clock[0])
     with caplog.at_level(logging.WARNING):
         stats = learner_.run()
-    assert stats.deleted == 0 and stats.events == 96 and "deleted" not in caplog.text
-    assert source.asked == [[0]]  # the first jump at once; the clock stood still since
-    assert len(learner_.skipped.pending) == 2  # 30-31 and 50: waiting for the next question
-    clock[0] = 1.0
-    assert learner_.skipped.check(learner_.deleted_upto) == 0 and source.asked == [[0], [0]]
+    assert stats.deleted == 0 and stats.events == 94 and "deleted" not in caplog.text
+    # 30-31 at once; 60-61 waited (the clock stood still) and was asked about as the run ended
+    assert source.asked == [[0], [0]] and not learner_.skipped.pending
+
+
+def test_jumps_waiting_too_long_are_let_go_unasked(caplog):
+    from streambayes.runtime.loops.skipped import Skipped
+
+    clock, asked = [0.0], []
+    skipped = Skipped("ev", lambda ps: asked.append(ps) or {0: 100}, clock=lambda: clock[0],
+                      max_age=5.0)
+    skipped.add([(0, 10, 20)])
+    assert skipped.check({}) == 10  # at once
+    skipped.add([(0, 30, 40)])  # within the second: waits
+    assert skipped.check({}) == 0 and len(skipped.pending) == 1
+    clock[0] = 7.0  # the learner did not look again for 7 s: the start may have passed it since
+    skipped.add([(0, 50, 60)])
+    with caplog.at_level(logging.INFO):
+        assert skipped.check({}) == 10
+    assert "1 offset jumps let go unasked (found over 5 s ago)" in caplog.text
+    assert asked == [[0], [0]]
+
+
+def test_several_jumps_of_one_partition_are_one_warning_that_counts_only_them(caplog):
+    from streambayes.runtime.loops.skipped import Skipped
+
+    skipped = Skipped("ev", lambda ps: {0: 500})
+    skipped.add([(0, 100, 200), (0, 300, 400)])
+    with caplog.at_level(logging.WARNING):
+        assert skipped.check({}) == 200
+    assert "ev[0]: 200 offsets within 100-399 were deleted" in caplog.text
 
 
 def test_a_jump_reported_at_the_restore_is_not_counted_again_while_running(caplog):
@@ -272,11 +299,11 @@ def test_waiting_jumps_are_bounded_and_a_broker_that_does_not_answer_counts_noth
     asked = []
     skipped = Skipped("ev", lambda ps: asked.append(ps) or {0: 100}, clock=lambda: 0.0, limit=3)
     with caplog.at_level(logging.INFO):
-        skipped.add([(0, 10, 12), (0, 20, 22), (0, 30, 31), (0, 40, 41)])
-        assert [j[1] for j in skipped.pending] == [20, 30, 40]
+        skipped.add([(0, 10, 12), (0, 20, 22), (0, 30, 31), (0, 40, 43), (0, 50, 52)])
+        assert [j[1] for _, j in skipped.pending] == [20, 40, 50]  # 30-31: a commit marker
         assert "1 offset jumps let go unasked (more than 3 waiting)" in caplog.text
         upto: dict[int, int] = {}
-        assert skipped.check(upto) == 2 + 1 + 1 and upto == {0: 41}  # each jump's own offsets
+        assert skipped.check(upto) == 2 + 3 + 2 and upto == {0: 52}  # each jump's own offsets
         for answer in (lambda ps: None, lambda ps: 1 / 0):
             mute = Skipped("ev", answer)
             mute.add([(0, 10, 50)])

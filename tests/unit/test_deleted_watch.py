@@ -86,14 +86,58 @@ def test_the_questions_run_on_the_watchs_thread_and_only_queue_on_the_members():
 
 def test_the_committed_offset_is_the_assignments_not_a_later_one():
     # the member commits 60 after the assignment; the watch compares with what it owed then
-    asker = FakeAsker(committed={0: 10}, starts={0: 50})
+    answered = threading.Event()
+
+    class Told(FakeAsker):
+        def committed(self, partitions):
+            try:
+                return super().committed(partitions)
+            finally:
+                answered.set()
+
+    asker = Told(committed={0: 10}, starts={0: 50})
     watch = DeletedWatch("ev", lambda: asker)
     watch.given([0])
-    time.sleep(0.2)
+    assert answered.wait(10)
     asker._committed[0] = 60
     watch.firsts({0: 55})
     watch.close()
     assert watch.deleted == 40
+
+
+def test_an_assignment_whose_question_fails_owes_nothing_from_an_earlier_one(caplog):
+    # assigned at 100, taken away before any record; assigned again while the broker restarts
+    # (the question fails) after another member predicted up to 5000 and retention moved to 3000
+    asker = FakeAsker(committed={0: 100}, starts={0: 3000})
+    watch = DeletedWatch("ev", lambda: asker)
+    watch.given([0])
+    watch.firsts({})  # (nothing yet)
+    watch.close()
+    asker = FakeAsker(committed={0: 100}, starts={0: 3000}, fail={"committed"})
+    watch2 = DeletedWatch("ev", lambda: asker)
+    watch2.given([0])
+    watch2.given([0])
+    watch2.firsts({0: 5000})
+    with caplog.at_level(logging.WARNING):
+        watch2.close()
+    assert watch2.deleted == 0 and "were deleted" not in caplog.text
+    # the same watch: the first assignment answered, the second did not
+    calls = []
+
+    class Flaky(FakeAsker):
+        def committed(self, partitions):
+            calls.append(partitions)
+            if len(calls) > 1:
+                raise RuntimeError("the broker is restarting")
+            return super().committed(partitions)
+
+    flaky = Flaky(committed={0: 100}, starts={0: 3000})
+    watch3 = DeletedWatch("ev", lambda: flaky)
+    watch3.given([0])
+    watch3.given([0])
+    watch3.firsts({0: 5000})
+    watch3.close()
+    assert len(calls) == 2 and watch3.deleted == 0
 
 
 def test_each_assignment_is_looked_at_once_and_firsts_without_an_assignment_ask_nothing():
@@ -172,3 +216,30 @@ def test_close_waits_a_bounded_time_for_first_records_still_to_be_looked_at():
     watch.close(timeout=0.3)
     assert 0.25 < time.monotonic() - start < 2
     gate.set()
+
+
+def test_a_member_told_of_an_assignment_can_wait_for_its_committed_offsets():
+    """kafka-python's member learns of an assignment with the poll that may hold the first
+    records: it waits (bounded) for the question, so it cannot commit past them first."""
+    gate = threading.Event()
+
+    class Slow(FakeAsker):
+        def committed(self, partitions):
+            gate.wait(0.3)  # a round trip
+            return super().committed(partitions)
+
+    asker = Slow(committed={0: 10}, starts={0: 50})
+    watch = DeletedWatch("ev", lambda: asker)
+    start = time.monotonic()
+    watch.given([0], wait=5.0)
+    assert 0.25 < time.monotonic() - start < 3 and asker.asked == [("committed", [0])]
+    asker._committed[0] = 60  # the member's commit, after the question
+    watch.firsts({0: 55})
+    watch.close()
+    assert watch.deleted == 40
+    stuck = DeletedWatch("ev", lambda: Slow(committed={0: 10}))
+    start = time.monotonic()
+    stuck.given([0], wait=0.1)  # gives up waiting: logged, the poll goes on
+    assert time.monotonic() - start < 0.25
+    gate.set()
+    stuck.close()

@@ -79,7 +79,8 @@ def test_group_positions_forget_revoked_partitions():
                                {tp.partition: o.offset for tp, o in offsets.items()}))
     source = GroupSource.__new__(GroupSource)
     source.topic, source._consumer, source._next = "t", fake, {}
-    source._deleted = SimpleNamespace(firsts=lambda firsts: None)  # (its deleted-records watch)
+    source._deleted = SimpleNamespace(firsts=lambda firsts: None, given=lambda ps, wait=0: None)
+    source._held = set()  # (its deleted-records watch, and what it was told is held)
     source._backoff = SimpleNamespace(reset=lambda: None, wait=lambda: True)
     source.poll(10)
     source.commit(source.positions())

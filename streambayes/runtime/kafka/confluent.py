@@ -491,11 +491,14 @@ class GroupSource:
     def close(self) -> None:
         """Leave the group, for up to ``_TIMEOUT`` s; not at all when a commit is still running
         (a handle must not be destroyed under a call: it ends with the process)."""
-        self._deleted.close()
-        if self._abandoned:
-            logger.warning("not leaving the group %s: its last commit is still running", self.group)
-            return
-        bounded(self._consumer.close, _TIMEOUT, f"leaving the group {self.group}")
+        try:
+            if self._abandoned:
+                logger.warning("not leaving the group %s: its last commit is still running",
+                               self.group)
+                return
+            bounded(self._consumer.close, _TIMEOUT, f"leaving the group {self.group}")
+        finally:  # after leaving: the watch's client is not the member's
+            self._deleted.close()
 
 
 def __getattr__(name: str):

@@ -4,8 +4,11 @@ A predictor group resumes each partition at the group's committed offset. When r
 DeleteRecords) deleted records from there on while no member read them (the predictors were down
 longer than the topic keeps records), the client goes on from where the partition now begins
 (``auto.offset.reset=earliest``) and those events get no posterior. Both clients' ``GroupSource``
-tell a :class:`DeletedWatch` the partitions of each assignment as the client makes it (its
-rebalance callback) and the offset of the first record of each partition new to the member. The
+tell a :class:`DeletedWatch` the partitions of each assignment (confluent: its rebalance
+callback, as the client makes it; kafka-python: after the poll that made it, which waits for the
+question, since that poll may hold the first records and kafka-python 3 runs a rebalance listener
+on its I/O loop, where even one that only queued made joins fail) and the offset of the first
+record of each partition new to the member. The
 watch's own thread, with a client of its own (confluent: a consumer of the group that never
 subscribes; kafka-python: an admin client), asks the group's committed offsets at the
 assignment, before this member can have committed past them, and, only when a partition's first
@@ -31,8 +34,10 @@ from typing import Any, Protocol
 
 logger = logging.getLogger(__name__)
 
-ASK_SECONDS = 5.0  # one question of the watch's admin client waits at most this
+ASK_SECONDS = 5.0  # each request of a question waits at most this (confluent; kafka-python's admin
+# client waits its own request timeout)
 CLOSE_SECONDS = 10.0  # closing waits at most this for first records still to be looked at
+GIVEN_WAIT_SECONDS = 2.0  # a kafka-python member's poll waits at most this at an assignment
 
 
 class Asker(Protocol):
@@ -79,10 +84,16 @@ class DeletedWatch:
                                         daemon=True)
         self._thread.start()
 
-    def given(self, partitions: Iterable[int]) -> None:
-        """Partitions just assigned to the member (called in the client's rebalance callback:
-        only queued)."""
-        self._queue.put(("given", sorted(set(partitions))))
+    def given(self, partitions: Iterable[int], wait: float = 0.0) -> None:
+        """Partitions just assigned to the member (queued); ``wait`` > 0: and wait up to that
+        long for the watch to have asked their committed offsets (a member that learns of an
+        assignment only with the poll that may hold its first records, kafka-python's, must not
+        commit past them first)."""
+        done = threading.Event() if wait > 0 else None
+        self._queue.put(("given", (sorted(set(partitions)), done)))
+        if done is not None and not done.wait(wait):
+            logger.info("the committed offsets of %s were not known within %g s: records "
+                        "deleted before they were read may go unreported", self.topic, wait)
 
     def firsts(self, firsts: Mapping[int, int]) -> None:
         """The first record's offset of each partition new to the member (only queued)."""
@@ -91,8 +102,9 @@ class DeletedWatch:
             self._queue.put(("first", dict(firsts)))
 
     def close(self, timeout: float = CLOSE_SECONDS) -> None:
-        """Look at the first records queued (for up to ``timeout`` s), then let go of the client
-        (on the watch's thread: a client that is still connecting is not waited for)."""
+        """Look at the first records queued (for up to ``timeout`` s; ``deleted`` is final
+        unless that wait gives up, logged), then let go of the client (on the watch's thread: a
+        client that is still connecting is not waited for)."""
         self._queue.put(("close", None))
         if self._queued > self._looked and not self._done.wait(timeout):
             logger.info("records of %s deleted before they were read: not all looked at within "
@@ -111,6 +123,11 @@ class DeletedWatch:
                 kind, what = self._queue.get()
                 if kind == "close":
                     return
+                done = None
+                if kind == "given":  # an earlier assignment's offsets are no longer owed,
+                    what, done = what  # whether or not this one's question is answered
+                    for p in what:
+                        self._owed.pop(p, None)
                 try:
                     if asker is not None:
                         self._look(asker, kind, what)
@@ -120,6 +137,8 @@ class DeletedWatch:
                 finally:
                     if kind == "first":
                         self._looked += 1
+                    if done is not None:
+                        done.set()
         finally:
             self._done.set()
             if asker is not None:

@@ -339,6 +339,9 @@ class GroupLearner:
 
     def _drop(self, partition: int) -> None:
         shard = self.shards.pop(partition)
+        if shard.loop.skipped.pending:  # not asked about here (a rebalance is under way)
+            logger.info("%s[%d]: %d offset jumps let go unasked (the partition was dropped)",
+                        self.topic, partition, len(shard.loop.skipped.pending))
         self._fed_at.pop(partition, None)
         if not self.shards:  # the stall guard counts from here
             self._empty_since = self.clock()
@@ -357,6 +360,8 @@ class GroupLearner:
                 if len(records) < want:  # the consumer had no more to give (not a backlog)
                     self._short_at = self.clock()
                 self.learn(records)
+                for shard in self.shards.values():  # jumps waiting (skipped.py), fed or not
+                    shard.loop.check_skipped()
                 self._guard()
                 if self._since and (self._since >= self.every
                                     or self.clock() - last >= self.every_seconds):
@@ -364,6 +369,8 @@ class GroupLearner:
                     last = self.clock()
                 if self.observer is not None:
                     self.observer.tick()
+            for shard in self.shards.values():
+                shard.loop.check_skipped(force=True)
             self.checkpoint()
         except BrokerError as exc:
             unsaved = sum(s.unsaved for s in self.shards.values())

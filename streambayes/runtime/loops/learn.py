@@ -276,13 +276,16 @@ class LearnLoop:
                     before = after
                 self._learn(records)
                 since += len(records)
-            elif self.stop_at_end:
-                break
+            else:
+                self.check_skipped()
+                if self.stop_at_end:
+                    break
             if since and (since >= self.every or self.clock() - last >= self.every_seconds):
                 self.checkpoint()
                 since, last = 0, self.clock()
             if self.observer is not None:
                 self.observer.tick()
+        self.check_skipped(force=True)  # the jumps still waiting for a question
         if since or not self.store.ids():
             self.checkpoint()
         self.stats.seconds = self.clock() - start
@@ -291,8 +294,7 @@ class LearnLoop:
     def _learn(self, records: list) -> None:
         if self._resumed:
             self._look_for_deleted(records)
-        if self.skipped.pending:
-            self.stats.deleted += self.skipped.check(self.deleted_upto)
+        self.check_skipped()
         if self.observer is not None:
             self.observer.records(len(records))
         self.stats.records += len(records)
@@ -323,6 +325,12 @@ class LearnLoop:
         self.events_total += learned
         if self.observer is not None:
             self.observer.events(learned)
+
+    def check_skipped(self, force: bool = False) -> None:
+        """Count what :class:`~.skipped.Skipped` finds deleted among the jumps waiting (when it
+        is time to ask, or ``force``)."""
+        if self.skipped.pending:
+            self.stats.deleted += self.skipped.check(self.deleted_upto, force)
 
     def _look_for_deleted(self, records: list) -> None:
         """At the first record of each partition after a restore: if it lies past the offset the

@@ -8,14 +8,17 @@ abort marker of a transactional producer takes an offset and is never delivered,
 ``read_committed`` reader skips an aborted transaction's records, compaction removes records.
 
 :func:`offset_jumps` finds the jumps in a batch (a learner calls it only when the batch's
-offsets do not add up: nothing per record otherwise). :class:`Skipped` asks where the partitions
-that jumped now begin, at once, and then at most once every ``every`` seconds while jumps keep
-coming (the jumps found meanwhile wait, at most ``limit`` of them: the oldest are let go, logged),
-and counts the offsets of each jump below that start as deleted: warned, as the report at a
-restore is (:meth:`~streambayes.runtime.loops.learn.LearnLoop._look_for_deleted`), and never the
-same offsets twice (the ``deleted_upto`` the two share). A jump whose partition's start moved past
-it only during the wait is counted too: so close to the retention's edge, a transaction marker
-below the start may count as deleted. A source that cannot say where a partition begins (a file)
+offsets do not add up: nothing per record otherwise). :class:`Skipped` keeps those of more than
+one offset (a jump of one is a commit marker, by far the commonest: a single deleted record goes
+unreported) and asks where their partitions now begin, at once, then at most once every
+``every`` seconds (the learner looks after every poll, with records or not, and once more as it
+stops); it counts the offsets of each jump below that start as deleted: warned, as the report at
+a restore is (:meth:`~streambayes.runtime.loops.learn.LearnLoop._look_for_deleted`), and never
+the same offsets twice (the ``deleted_upto`` the two share). At most ``limit`` jumps wait for a
+question, and a jump found more than ``max_age`` seconds before it is let go (both logged at
+INFO): the start may have passed it since it was read. A jump whose partition's start passed it
+only during that wait counts too, so a learner within seconds of the retention's edge may count
+an aborted transaction as deleted. A source that cannot say where a partition begins (a file)
 reports nothing.
 """
 
@@ -30,6 +33,7 @@ logger = logging.getLogger(__name__)
 
 ASK_SECONDS = 1.0  # after a question, the next waits at least this (the jumps found meanwhile wait)
 MAX_JUMPS = 10_000  # jumps waiting for a question at most (the oldest are let go: logged)
+MAX_AGE_SECONDS = 5.0  # a jump found longer ago than this at the question is let go (logged)
 
 Jump = tuple[int, int, int]  # (partition, the offset expected, the offset read)
 
@@ -71,30 +75,41 @@ class Skipped:
 
     def __init__(self, topic: str, ask: Callable[[list[int]], Mapping[int, int] | None] | None,
                  clock: Callable[[], float] = time.monotonic, every: float = ASK_SECONDS,
-                 limit: int = MAX_JUMPS) -> None:
+                 limit: int = MAX_JUMPS, max_age: float = MAX_AGE_SECONDS) -> None:
         self.topic, self.ask, self.clock = topic, ask, clock
-        self.every, self.limit = every, limit
-        self.pending: list[Jump] = []
+        self.every, self.limit, self.max_age = every, limit, max_age
+        self.pending: list[tuple[float, Jump]] = []  # (when found, the jump)
         self._asked = -float("inf")
 
     def add(self, jumps: list[Jump]) -> None:
-        if self.ask is None or not jumps:
+        """Keep ``jumps`` for the next question, but for those of one offset (a commit marker)."""
+        if self.ask is None:
             return
-        self.pending.extend(jumps)
+        now = self.clock()
+        self.pending += [(now, j) for j in jumps if j[2] - j[1] > 1]
         if len(self.pending) > self.limit:
             gone = len(self.pending) - self.limit
             del self.pending[:gone]
             logger.info("%s: %d offset jumps let go unasked (more than %d waiting)", self.topic,
                         gone, self.limit)
 
-    def check(self, deleted_upto: MutableMapping[int, int]) -> int:
+    def check(self, deleted_upto: MutableMapping[int, int], force: bool = False) -> int:
         """Ask where the partitions with pending jumps begin, if ``every`` seconds have passed
-        since the last question; warn about and count the offsets of those jumps below it (and
-        past ``deleted_upto``, which is moved on)."""
-        if not self.pending or self.ask is None or self.clock() - self._asked < self.every:
+        since the last question (``force``: now); warn about and count the offsets of those
+        jumps below it (and past ``deleted_upto``, which is moved on). Jumps found more than
+        ``max_age`` s before the question are let go (logged): the start may have passed them
+        since they were read."""
+        now = self.clock()
+        if not self.pending or self.ask is None or (not force and now - self._asked < self.every):
             return 0
-        self._asked = self.clock()
-        jumps, self.pending = self.pending, []
+        self._asked = now
+        waiting, self.pending = self.pending, []
+        jumps = [j for found, j in waiting if now - found <= self.max_age]
+        if len(jumps) < len(waiting):
+            logger.info("%s: %d offset jumps let go unasked (found over %g s ago)", self.topic,
+                        len(waiting) - len(jumps), self.max_age)
+        if not jumps:
+            return 0
         try:
             starts = self.ask(sorted({p for p, _, _ in jumps}))
         except Exception as exc:  # noqa: BLE001 (a report, not the stream: never ends the run)
@@ -111,12 +126,13 @@ class Skipped:
             if gone > since:
                 total += gone - since
                 deleted_upto[p] = gone
-                first, _last = ranges.get(p, (since, gone))
-                ranges[p] = (first, gone)
-        for p, (first, gone) in sorted(ranges.items()):
+                first, _last, count = ranges.get(p, (since, gone, 0))
+                ranges[p] = (first, gone, count + gone - since)
+        for p, (first, gone, count) in sorted(ranges.items()):
+            which = f"offsets {first}-{gone - 1}" if count == gone - first else \
+                f"{count} offsets within {first}-{gone - 1}"  # several jumps: what lies between was read
             logger.warning(
-                "%s[%d]: offsets %d-%d were deleted from the topic (retention or DeleteRecords) "
-                "while this learner was behind: their events are not in the model (keep the "
-                "topic's retention.ms longer than the learner may lag)", self.topic, p, first,
-                gone - 1)
+                "%s[%d]: %s were deleted from the topic (retention or DeleteRecords) while this "
+                "learner was behind: their events are not in the model (keep the topic's "
+                "retention.ms longer than the learner may lag)", self.topic, p, which)
         return total
