@@ -29,6 +29,17 @@ def _send(bootstrap: str, topic: str, first: int, n: int) -> None:
     sink.close()
 
 
+def _trim(bootstrap: str, topic: str, before: int) -> None:
+    """DeleteRecords of everything below ``before`` in partition 0 (as retention would)."""
+    from kafka import KafkaAdminClient, TopicPartition
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.delete_records({TopicPartition(topic, 0): before})
+    finally:
+        admin.close()
+
+
 def _learn_until(job: LearnJob, settings: Settings, events: int):
     """Run the learner in a thread until its snapshots hold ``events`` events; its stats."""
     stop, out = threading.Event(), {}
@@ -54,8 +65,6 @@ def _learn_until(job: LearnJob, settings: Settings, events: int):
 @pytest.mark.parametrize(("client", "partitions"), [("kafka-python", [0]), ("confluent", None)])
 def test_a_learner_resuming_past_deleted_records_says_which_it_never_learned(
         bootstrap, new_topic, tmp_path, monkeypatch, caplog, client, partitions):
-    from kafka import KafkaAdminClient, TopicPartition
-
     monkeypatch.setenv("STREAMBAYES_KAFKA_CLIENT", client)
     settings = Settings()
     topic = new_topic(1, prefix="deleted")
@@ -66,11 +75,7 @@ def test_a_learner_resuming_past_deleted_records_says_which_it_never_learned(
     assert _learn_until(job, settings, 300).deleted == 0
 
     _send(bootstrap, topic, 300, 400)  # 700 records; the learner is away while 0..499 go
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.delete_records({TopicPartition(topic, 0): 500})
-    finally:
-        admin.close()
+    _trim(bootstrap, topic, 500)
     with caplog.at_level(logging.WARNING):
         stats = _learn_until(job, settings, 300 + 200)
     assert stats.deleted == 200 and stats.events == 200
@@ -83,8 +88,6 @@ def test_a_learner_resuming_past_deleted_records_says_which_it_never_learned(
                          [("kafka-python", False), ("confluent", False), ("confluent", True)])
 def test_a_predictor_group_resuming_past_deleted_records_says_which_got_no_posterior(
         bootstrap, new_topic, tmp_path, monkeypatch, caplog, client, exactly_once):
-    from kafka import KafkaAdminClient, TopicPartition
-
     from streambayes.cli import main
     from streambayes.devtools.predict_kills import _Committed
     from streambayes.runtime.loops.predict import PredictJob, run_predict
@@ -139,11 +142,7 @@ def test_a_predictor_group_resuming_past_deleted_records_says_which_got_no_poste
     try:
         assert serve_until(300).deleted == 0
         _send(bootstrap, topic, 300, 400)  # 700 records; the predictors are away while 0..499 go
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-        try:
-            admin.delete_records({TopicPartition(topic, 0): 500})
-        finally:
-            admin.close()
+        _trim(bootstrap, topic, 500)
         with caplog.at_level(logging.WARNING):
             stats = serve_until(300 + 200)
         assert stats.deleted == 200 and stats.posteriors == 200
@@ -160,8 +159,6 @@ def test_a_running_learner_behind_retention_says_which_offsets_it_never_read(
     fetch and the learner takes them 100 at a time; while it learns them, 400 more arrive and
     DeleteRecords removes everything below 500. Its next fetch (offset 300) is out of range: the
     client goes on from 500, and the learner says that 300-499 were never read."""
-    from kafka import KafkaAdminClient, TopicPartition
-
     from streambayes.models import make_model
     from streambayes.runtime.loops.learn import LearnLoop
     from streambayes.runtime.records.decode import Decoder
@@ -191,11 +188,7 @@ def test_a_running_learner_behind_retention_says_which_offsets_it_never_read(
             thread.start()
             assert held.wait(60), "the learner did not reach offset 100"
             _send(bootstrap, topic, 300, 400)
-            admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-            try:
-                admin.delete_records({TopicPartition(topic, 0): 500})
-            finally:
-                admin.close()
+            _trim(bootstrap, topic, 500)
             gate.set()
             deadline = time.monotonic() + 60
             while loop.stats.events + loop.stats.deleted < 700 and time.monotonic() < deadline:

@@ -41,13 +41,13 @@ GIVEN_WAIT_SECONDS = 2.0  # a kafka-python member's poll waits at most this at a
 
 
 class Asker(Protocol):
-    """The broker questions of a watch (an admin client of its own; one thread uses it)."""
+    """The broker questions of a watch (a client of its own; only the watch's thread uses it)."""
 
     def committed(self, partitions: list[int]) -> Mapping[int, int | None]:
         """The group's committed offset per partition (None: the group has none)."""
 
-    def starts(self, partitions: list[int]) -> Mapping[int, int]:
-        """Where each partition now begins (its first offset still held)."""
+    def starts(self, partitions: list[int]) -> Mapping[int, int] | None:
+        """Where each partition now begins (its first offset still held; None: unknown)."""
 
     def close(self) -> None:
         """Let go of the client."""
@@ -70,9 +70,8 @@ class DeletedWatch:
     the member, :meth:`close` at the end; ``make`` makes the :class:`Asker`, on the watch's thread
     as it starts (so its connection is up by the first assignment)."""
 
-    def __init__(self, topic: str, make: Callable[[], Asker], who: str = "predictor") -> None:
+    def __init__(self, topic: str, make: Callable[[], Asker]) -> None:
         self.topic = topic
-        self.who = who
         self.deleted = 0  # offsets reported (final once closed)
         self._make = make
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
@@ -166,8 +165,8 @@ class DeletedWatch:
                 self.deleted += gone - c
                 logger.warning(
                     "%s[%d]: offsets %d-%d were deleted from the topic (retention or "
-                    "DeleteRecords) before this group's %s read them: their events got no "
-                    "posterior; it resumes at %d", self.topic, p, c, gone - 1, self.who, first)
+                    "DeleteRecords) before this group's predictor read them: their events got no "
+                    "posterior; it resumes at %d", self.topic, p, c, gone - 1, first)
 
 
 class ConfluentAsker:
@@ -193,12 +192,10 @@ class ConfluentAsker:
         return {tp.partition: (tp.offset if tp.offset >= 0 else None)
                 for tp in found if tp.error is None}
 
-    def starts(self, partitions: list[int]) -> dict[int, int]:
-        from confluent_kafka import TopicPartition
+    def starts(self, partitions: list[int]) -> dict[int, int] | None:
+        from streambayes.runtime.kafka.confluent import log_starts
 
-        return {p: self._consumer.get_watermark_offsets(TopicPartition(self.topic, p),
-                                                        timeout=ASK_SECONDS, cached=False)[0]
-                for p in partitions}
+        return log_starts(self._consumer, self.topic, partitions, ASK_SECONDS)
 
     def close(self) -> None:
         from streambayes.runtime.kafka.bounded import bounded

@@ -594,8 +594,10 @@ class GroupSource:
 
     def close(self) -> None:
         try:
-            self._close_admin()
-            self._consumer.close(autocommit=False)
+            try:
+                self._close_admin()
+            finally:
+                self._consumer.close(autocommit=False)
         finally:  # after leaving: the watch's client is not the member's
             self._deleted.close()
 

@@ -360,8 +360,6 @@ class GroupLearner:
                 if len(records) < want:  # the consumer had no more to give (not a backlog)
                     self._short_at = self.clock()
                 self.learn(records)
-                for shard in self.shards.values():  # jumps waiting (skipped.py), fed or not
-                    shard.loop.check_skipped()
                 self._guard()
                 if self._since and (self._since >= self.every
                                     or self.clock() - last >= self.every_seconds):
@@ -614,6 +612,8 @@ class GroupLearner:
             shard.view.next = part[-1].offset + 1
             shard.unsaved += len(part)
             self._since += len(part)
+        for shard in self.shards.values():  # jumps waiting (skipped.py), after every poll
+            shard.loop.check_skipped()
 
     def checkpoint(self, partitions: Sequence[int] | None = None) -> list[SnapshotInfo]:
         """Checkpoint the dirty shards of ``partitions`` (None: all held), in this order: flush

@@ -276,10 +276,9 @@ class LearnLoop:
                     before = after
                 self._learn(records)
                 since += len(records)
-            else:
-                self.check_skipped()
-                if self.stop_at_end:
-                    break
+            self.check_skipped()  # jumps waiting (skipped.py), after every poll
+            if not records and self.stop_at_end:
+                break
             if since and (since >= self.every or self.clock() - last >= self.every_seconds):
                 self.checkpoint()
                 since, last = 0, self.clock()
@@ -294,7 +293,6 @@ class LearnLoop:
     def _learn(self, records: list) -> None:
         if self._resumed:
             self._look_for_deleted(records)
-        self.check_skipped()
         if self.observer is not None:
             self.observer.records(len(records))
         self.stats.records += len(records)
