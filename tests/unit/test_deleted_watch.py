@@ -216,30 +216,3 @@ def test_close_waits_a_bounded_time_for_first_records_still_to_be_looked_at():
     watch.close(timeout=0.3)
     assert 0.25 < time.monotonic() - start < 2
     gate.set()
-
-
-def test_a_member_told_of_an_assignment_can_wait_for_its_committed_offsets():
-    """kafka-python's member learns of an assignment with the poll that may hold the first
-    records: it waits (bounded) for the question, so it cannot commit past them first."""
-    gate = threading.Event()
-
-    class Slow(FakeAsker):
-        def committed(self, partitions):
-            gate.wait(0.3)  # a round trip
-            return super().committed(partitions)
-
-    asker = Slow(committed={0: 10}, starts={0: 50})
-    watch = DeletedWatch("ev", lambda: asker)
-    start = time.monotonic()
-    watch.given([0], wait=5.0)
-    assert 0.25 < time.monotonic() - start < 3 and asker.asked == [("committed", [0])]
-    asker._committed[0] = 60  # the member's commit, after the question
-    watch.firsts({0: 55})
-    watch.close()
-    assert watch.deleted == 40
-    stuck = DeletedWatch("ev", lambda: Slow(committed={0: 10}))
-    start = time.monotonic()
-    stuck.given([0], wait=0.1)  # gives up waiting: logged, the poll goes on
-    assert time.monotonic() - start < 0.25
-    gate.set()
-    stuck.close()

@@ -416,6 +416,7 @@ def test_kafka_python_group_source_forgets_partitions_revoked_by_an_eager_rebala
     client's assignment, pending revocation, while the JoinGroup is in flight), its position is
     another member's; seen as a flaky integration test (``test_a_group_member_forgets_...``)."""
     import threading
+    from collections import deque
     from types import SimpleNamespace
 
     from kafka import TopicPartition
@@ -433,8 +434,7 @@ def test_kafka_python_group_source_forgets_partitions_revoked_by_an_eager_rebala
     source._consumer = SimpleNamespace(_subscription=sub, assignment=sub.assigned_partitions,
                                        poll=lambda timeout_ms=0, max_records=None: {})
     source._next, source._backoff = {0: 12, 1: 30}, Backoff(stop=source.stop)
-    source._held = {0, 1}  # its deleted-records watch was told of them
-    source._deleted = SimpleNamespace(given=lambda ps, wait=0: None, firsts=lambda firsts: None)
+    source._resets, source._deleted = deque(), 0
     source.poll(10)
     assert source.positions() == {"t": {"0": 12, "1": 30}}
     sub.mark_pending_revocation({TopicPartition("t", 0), TopicPartition("t", 1)})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections import namedtuple
+from collections import deque, namedtuple
 from types import SimpleNamespace
 
 from streambayes.cli import main
@@ -79,8 +79,7 @@ def test_group_positions_forget_revoked_partitions():
                                {tp.partition: o.offset for tp, o in offsets.items()}))
     source = GroupSource.__new__(GroupSource)
     source.topic, source._consumer, source._next = "t", fake, {}
-    source._deleted = SimpleNamespace(firsts=lambda firsts: None, given=lambda ps, wait=0: None)
-    source._held = set()  # (its deleted-records watch, and what it was told is held)
+    source._resets, source._deleted = deque(), 0
     source._backoff = SimpleNamespace(reset=lambda: None, wait=lambda: True)
     source.poll(10)
     source.commit(source.positions())

@@ -1,27 +1,24 @@
-"""Records a predictor group owed its members but the topic no longer holds, reported off the poll.
+"""Records a predictor group owed its members but the topic no longer holds, reported off the poll
+(confluent; the kafka-python client says so itself, :func:`~.kafka_python.report_resets_past_deleted`).
 
 A predictor group resumes each partition at the group's committed offset. When retention (or
 DeleteRecords) deleted records from there on while no member read them (the predictors were down
 longer than the topic keeps records), the client goes on from where the partition now begins
-(``auto.offset.reset=earliest``) and those events get no posterior. Both clients' ``GroupSource``
-tell a :class:`DeletedWatch` the partitions of each assignment (confluent: its rebalance
-callback, as the client makes it; kafka-python: after the poll that made it, which waits for the
-question, since that poll may hold the first records and kafka-python 3 runs a rebalance listener
-on its I/O loop, where even one that only queued made joins fail) and the offset of the first
-record of each partition new to the member. The
-watch's own thread, with a client of its own (confluent: a consumer of the group that never
-subscribes; kafka-python: an admin client), asks the group's committed offsets at the
-assignment, before this member can have committed past them, and, only when a partition's first
-record lies past its committed offset, where the partition now begins: the offsets in between
-that are gone are warned about and counted (``deleted``, final once the watch is closed). Gaps
-the partition's start does not explain (transaction markers, compaction) are not reported.
+(``auto.offset.reset=earliest``) and those events get no posterior. The confluent
+``GroupSource`` tells a :class:`DeletedWatch` the partitions of each assignment (its rebalance
+callback, as the client makes it) and the offset of the first record of each partition new to
+the member. The watch's own thread, with a client of its own (a consumer of the group that never
+subscribes), asks the group's committed offsets at the assignment, before this member can have
+committed past them, and, only when a partition's first record lies past its committed offset,
+where the partition now begins: the offsets in between that are gone are warned about and
+counted (``deleted``, final once the watch is closed). Gaps the partition's start does not
+explain (transaction markers, compaction) are not reported.
 
 Never the member's own client and never inside its poll: a first version (stop 33) asked the
 member's kafka-python consumer for its committed offsets in the poll right after a rebalance, and
-slowed the group's join (a test of a full group failed 3 times in 8 under CPU load, against 1 in
-8 without it). Best effort: a question that fails reports nothing (logged); one answered after
-this member committed past the assignment's offset finds no gap (the member needs a fetch, a
-prediction and the posteriors' acknowledgement for that, the watch one round trip).
+slowed the group's join. Best effort: a question that fails reports nothing (logged); one
+answered after this member committed past the assignment's offset finds no gap (the member needs
+a fetch, a prediction and the posteriors' acknowledgement for that, the watch one round trip).
 """
 
 from __future__ import annotations
@@ -34,10 +31,8 @@ from typing import Any, Protocol
 
 logger = logging.getLogger(__name__)
 
-ASK_SECONDS = 5.0  # each request of a question waits at most this (confluent; kafka-python's admin
-# client waits its own request timeout)
+ASK_SECONDS = 5.0  # each request of a question waits at most this
 CLOSE_SECONDS = 10.0  # closing waits at most this for first records still to be looked at
-GIVEN_WAIT_SECONDS = 2.0  # a kafka-python member's poll waits at most this at an assignment
 
 
 class Asker(Protocol):
@@ -64,6 +59,16 @@ def first_offsets(records: Iterable[Any], partitions: set[int]) -> dict[int, int
     return firsts
 
 
+def warn_deleted(topic: str, partition: int, fetched: int, start: int,
+                 resumes: int | None = None) -> None:
+    """The warning that offsets ``fetched`` to ``start - 1`` of ``topic[partition]`` were deleted
+    before the group's predictor read them (it resumes at ``resumes``, default ``start``)."""
+    logger.warning("%s[%d]: offsets %d-%d were deleted from the topic (retention or DeleteRecords) "
+                   "before this group's predictor read them: their events got no posterior; it "
+                   "resumes at %d", topic, partition, fetched, start - 1,
+                   start if resumes is None else resumes)
+
+
 class DeletedWatch:
     """Reports offsets of ``topic`` deleted before the group read them (see the module doc):
     :meth:`given` at each assignment, :meth:`firsts` at the first records of partitions new to
@@ -83,16 +88,9 @@ class DeletedWatch:
                                         daemon=True)
         self._thread.start()
 
-    def given(self, partitions: Iterable[int], wait: float = 0.0) -> None:
-        """Partitions just assigned to the member (queued); ``wait`` > 0: and wait up to that
-        long for the watch to have asked their committed offsets (a member that learns of an
-        assignment only with the poll that may hold its first records, kafka-python's, must not
-        commit past them first)."""
-        done = threading.Event() if wait > 0 else None
-        self._queue.put(("given", (sorted(set(partitions)), done)))
-        if done is not None and not done.wait(wait):
-            logger.info("the committed offsets of %s were not known within %g s: records "
-                        "deleted before they were read may go unreported", self.topic, wait)
+    def given(self, partitions: Iterable[int]) -> None:
+        """Partitions just assigned to the member (only queued)."""
+        self._queue.put(("given", sorted(set(partitions))))
 
     def firsts(self, firsts: Mapping[int, int]) -> None:
         """The first record's offset of each partition new to the member (only queued)."""
@@ -122,10 +120,8 @@ class DeletedWatch:
                 kind, what = self._queue.get()
                 if kind == "close":
                     return
-                done = None
                 if kind == "given":  # an earlier assignment's offsets are no longer owed,
-                    what, done = what  # whether or not this one's question is answered
-                    for p in what:
+                    for p in what:  # whether or not this one's question is answered
                         self._owed.pop(p, None)
                 try:
                     if asker is not None:
@@ -136,8 +132,6 @@ class DeletedWatch:
                 finally:
                     if kind == "first":
                         self._looked += 1
-                    if done is not None:
-                        done.set()
         finally:
             self._done.set()
             if asker is not None:
@@ -163,10 +157,7 @@ class DeletedWatch:
             gone = None if start is None else min(int(start), first)  # it may move on meanwhile
             if gone is not None and gone > c:
                 self.deleted += gone - c
-                logger.warning(
-                    "%s[%d]: offsets %d-%d were deleted from the topic (retention or "
-                    "DeleteRecords) before this group's predictor read them: their events got no "
-                    "posterior; it resumes at %d", self.topic, p, c, gone - 1, first)
+                warn_deleted(self.topic, p, c, gone, first)
 
 
 class ConfluentAsker:
@@ -202,35 +193,3 @@ class ConfluentAsker:
 
         bounded(self._consumer.close, ASK_SECONDS, f"closing the deleted-records check of "
                 f"{self.topic}")
-
-
-class KafkaPythonAsker:
-    """:class:`Asker` with a kafka-python ``KafkaAdminClient`` of ``options``."""
-
-    def __init__(self, options: Mapping[str, Any], group: str, topic: str) -> None:
-        from kafka import KafkaAdminClient
-
-        from streambayes.runtime.kafka.kafka_python import client_of
-
-        self.group, self.topic = group, topic
-        self._admin = client_of(KafkaAdminClient, **dict(options))
-
-    def committed(self, partitions: list[int]) -> dict[int, int | None]:
-        from kafka import TopicPartition
-
-        found = self._admin.list_group_offsets(
-            {self.group: [TopicPartition(self.topic, p) for p in partitions]}).get(self.group, {})
-        return {tp.partition: (meta.offset if meta.offset >= 0 else None)
-                for tp, meta in found.items()}
-
-    def starts(self, partitions: list[int]) -> dict[int, int]:
-        from kafka import TopicPartition
-        from kafka.admin import OffsetSpec
-
-        found = self._admin.list_partition_offsets(
-            {TopicPartition(self.topic, p): OffsetSpec.EARLIEST for p in partitions},
-            timeout_ms=int(ASK_SECONDS * 1000))
-        return {tp.partition: answer.offset for tp, answer in found.items()}
-
-    def close(self) -> None:
-        self._admin.close()

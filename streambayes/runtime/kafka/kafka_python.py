@@ -23,11 +23,13 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
+from kafka.consumer.subscription_state import OffsetResetStrategy
 from kafka.errors import (
     AuthorizationError,
     IllegalArgumentError,
@@ -45,12 +47,7 @@ from kafka.errors import (
 from kafka.structs import OffsetAndMetadata
 
 from streambayes.errors import BrokerError
-from streambayes.runtime.kafka.deleted import (
-    GIVEN_WAIT_SECONDS,
-    DeletedWatch,
-    KafkaPythonAsker,
-    first_offsets,
-)
+from streambayes.runtime.kafka.deleted import warn_deleted
 from streambayes.runtime.records.sources import Positions, Record
 from streambayes.runtime.retry import Backoff, retrying
 
@@ -135,6 +132,52 @@ def wake_on_landed_fetch(consumer: Any) -> bool:
 
     fetch_records.wakes_on_landed_fetch = True  # type: ignore[attr-defined]
     fetcher.fetch_records = fetch_records
+    return True
+
+
+def report_resets_past_deleted(consumer: Any, report: Callable[[int, int, int], None]) -> bool:
+    """Call ``report(partition, fetched, start)`` when ``consumer`` finds the offset it fetches
+    (``fetched``: a group's committed offset, or its own position after falling behind) no longer
+    in the partition and its reset policy moves it to ``start``, the partition's beginning, above
+    it: offsets ``fetched`` to ``start - 1`` were deleted (retention or DeleteRecords) before it
+    read them. Exactly the client's own reset: no question of its own, no thread, no other client.
+
+    kafka-python 3 marks such a partition for a reset with its default policy
+    (``request_offset_reset(tp)`` without a strategy, position still at the offset fetched) and
+    later seeks it to the answer of its ListOffsets (``_reset_offset_if_needed``); both are
+    wrapped on this client's objects. An explicit ``seek_to_beginning``/``_end`` (a strategy
+    given) is not a loss, nor is a reset to the end (``auto_offset_reset="latest"`` skips by
+    choice). Returns whether it could (False, nothing changed, on a client without
+    those parts)."""
+    subscription = getattr(consumer, "_subscription", None)
+    fetcher = getattr(consumer, "_fetcher", None)
+    mark = getattr(subscription, "request_offset_reset", None)
+    seek = getattr(fetcher, "_reset_offset_if_needed", None)
+    if mark is None or seek is None or not hasattr(subscription, "assignment"):
+        return False
+    fetched: dict[Any, int] = {}  # partition -> the offset found out of range
+
+    def request_offset_reset(partition: Any, offset_reset_strategy: Any = None) -> Any:
+        fetched.pop(partition, None)
+        if offset_reset_strategy is None:  # the client's own reset (out of range, truncation)
+            state = subscription.assignment.get(partition)
+            position = getattr(state, "position", None)
+            if position is not None:
+                fetched[partition] = int(position.offset)
+        return mark(partition, offset_reset_strategy)
+
+    def reset_offset_if_needed(partition: Any, timestamp: Any, offset: Any) -> Any:
+        out = seek(partition, timestamp, offset)
+        was = fetched.pop(partition, None)
+        state = subscription.assignment.get(partition)
+        position = getattr(state, "position", None)
+        if was is not None and timestamp == OffsetResetStrategy.EARLIEST and position is not None \
+                and int(position.offset) == int(offset) > was:  # (latest: skipped by the policy)
+            report(partition.partition, was, int(offset))
+        return out
+
+    subscription.request_offset_reset = request_offset_reset
+    fetcher._reset_offset_if_needed = reset_offset_if_needed
     return True
 
 
@@ -483,14 +526,14 @@ class GroupSource:
                                   _CONNECT_ERRORS, self.stop)
         _await_topic(self._consumer, topic, self.stop)
         self._admin_options = admin_options(kwargs)
-        # no rebalance listener: kafka-python 3 runs one on its I/O loop, and with one (even one
-        # that only queued) a member joining a group of one failed to get a partition within 40
-        # s in 4 of 24 runs here and once in CI, against none of 18 without; poll tells the
-        # watch of new partitions instead
+        # records deleted before the group read them: the client's own reset says so (no
+        # question, thread or client of its own; stop 34's admin-client watch made a full
+        # group's idle member settle later); reported by poll, on the caller's thread
+        self._resets: deque[tuple[int, int, int]] = deque()
+        self._deleted = 0
+        report_resets_past_deleted(self._consumer,
+                                   lambda p, fetched, start: self._resets.append((p, fetched, start)))
         self._consumer.subscribe([topic])
-        admin = self._admin_options
-        self._deleted = DeletedWatch(topic, lambda: KafkaPythonAsker(admin, group, topic))
-        self._held: set[int] = set()  # the partitions held at the last poll (for the watch)
         self._next: dict[int, int] = {}
         self._backoff = Backoff(stop=self.stop)
         self._admin: Any = None
@@ -502,15 +545,12 @@ class GroupSource:
         self.clock = time.monotonic
 
     def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
-        known = len(self._next)
         out = _poll(self._consumer, max_records, timeout, self.topic, self._next, self._backoff)
+        while self._resets:
+            p, fetched, start = self._resets.popleft()
+            self._deleted += start - fetched
+            warn_deleted(self.topic, p, fetched, start)
         owned = held_partitions(self._consumer, self.topic)
-        if owned != self._held:  # an assignment: told before the first records (the same poll's
-            if owned - self._held:  # may hold some), and asked about before they are served
-                self._deleted.given(owned - self._held, wait=GIVEN_WAIT_SECONDS)
-            self._held = owned
-        if len(self._next) > known:  # first records of partitions new to this member (appended)
-            self._deleted.firsts(first_offsets(out, set(list(self._next)[known:])))
         for p in [p for p in self._next if p not in owned]:  # revoked: its position is another's
             del self._next[p]
         if owned:
@@ -588,18 +628,15 @@ class GroupSource:
 
     @property
     def deleted(self) -> int:
-        """Offsets the group owed that were deleted before it read them (:mod:`.deleted`; final
-        once closed)."""
-        return self._deleted.deleted
+        """Offsets the group owed that were deleted before it read them
+        (:func:`report_resets_past_deleted`; counted as each poll finds them)."""
+        return self._deleted
 
     def close(self) -> None:
         try:
-            try:
-                self._close_admin()
-            finally:
-                self._consumer.close(autocommit=False)
-        finally:  # after leaving: the watch's client is not the member's
-            self._deleted.close()
+            self._close_admin()
+        finally:
+            self._consumer.close(autocommit=False)
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1, *,
