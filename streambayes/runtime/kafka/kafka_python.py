@@ -526,9 +526,11 @@ class GroupSource:
                                   _CONNECT_ERRORS, self.stop)
         _await_topic(self._consumer, topic, self.stop)
         self._admin_options = admin_options(kwargs)
-        # records deleted before the group read them: the client's own reset says so (no
-        # question, thread or client of its own; stop 34's admin-client watch made a full
-        # group's idle member settle later); reported by poll, on the caller's thread
+        # records deleted before the group read them: the client's own reset says so, reported
+        # by poll on the caller's thread (no question, thread or client of its own; stop 34's
+        # watch cost an admin client and a 2 s wait at each assignment). No rebalance listener:
+        # kafka-python 3 runs one on its I/O loop, and with one (even one that only queued) a
+        # member joining a group of one failed to get a partition within 40 s in 4 of 24 runs
         self._resets: deque[tuple[int, int, int]] = deque()
         self._deleted = 0
         report_resets_past_deleted(self._consumer,
@@ -546,10 +548,7 @@ class GroupSource:
 
     def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
         out = _poll(self._consumer, max_records, timeout, self.topic, self._next, self._backoff)
-        while self._resets:
-            p, fetched, start = self._resets.popleft()
-            self._deleted += start - fetched
-            warn_deleted(self.topic, p, fetched, start)
+        self._report_resets()
         owned = held_partitions(self._consumer, self.topic)
         for p in [p for p in self._next if p not in owned]:  # revoked: its position is another's
             del self._next[p]
@@ -558,6 +557,12 @@ class GroupSource:
         else:
             self._check_unassigned()
         return out
+
+    def _report_resets(self) -> None:
+        while self._resets:
+            p, fetched, start = self._resets.popleft()
+            self._deleted += start - fetched
+            warn_deleted(self.topic, p, fetched, start)
 
     def _check_unassigned(self) -> None:
         """Every ``_UNASSIGNED_CHECK_SECONDS`` while this member holds nothing, ask the broker
@@ -629,14 +634,17 @@ class GroupSource:
     @property
     def deleted(self) -> int:
         """Offsets the group owed that were deleted before it read them
-        (:func:`report_resets_past_deleted`; counted as each poll finds them)."""
+        (:func:`report_resets_past_deleted`; counted by each poll, final once closed)."""
         return self._deleted
 
     def close(self) -> None:
         try:
             self._close_admin()
         finally:
-            self._consumer.close(autocommit=False)
+            try:
+                self._consumer.close(autocommit=False)
+            finally:
+                self._report_resets()  # a reset since the last poll
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1, *,
