@@ -270,7 +270,7 @@ def test_a_group_member_forgets_the_positions_of_partitions_taken_from_it(backen
                 second.positions()[topic]):
             got += first.poll(1000, timeout=0.1) + second.poll(1000, timeout=0.1)
         mine, theirs = set(first.positions()[topic]), set(second.positions()[topic])
-        assert mine and theirs, "the newcomer never got a partition"
+        assert mine and theirs, f"a member holds no position: first {mine}, newcomer {theirs}"
         assert mine.isdisjoint(theirs), f"the first member still has a position for {mine & theirs}"
         end = time.monotonic() + 5
         while len(got) < sent - 20 and time.monotonic() < end:

@@ -2,8 +2,9 @@
 snapshot resumes at are deleted (DeleteRecords, as retention would), and the restarted learner
 says which offsets it never learned, and counts them, instead of going on silently. A static
 learner on kafka-python, a group learner on confluent (each client's own ``log_starts``). A
-predictor group resuming past deleted records says which events got no posterior (its source's
-:class:`~streambayes.runtime.kafka.deleted.DeletedWatch`), on both clients."""
+predictor group resuming past deleted records says which events got no posterior, on both
+clients (kafka-python: its client's own reset, ``report_resets_past_deleted``; confluent: its
+source's :class:`~streambayes.runtime.kafka.deleted.DeletedWatch`)."""
 
 from __future__ import annotations
 

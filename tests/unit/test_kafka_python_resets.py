@@ -51,6 +51,16 @@ def test_explicit_seeks_resets_below_the_offset_and_abandoned_resets_report_noth
     assert found == [] and subscription.assignment[TP].position.offset == 20
 
 
+def test_a_mark_left_by_a_partition_revoked_before_its_reset_is_not_a_later_ones():
+    subscription, fetcher, found = client(10)
+    subscription.request_offset_reset(TP)  # out of range, then revoked before the ListOffsets
+    subscription.assign_from_user([])
+    subscription.assign_from_user([TP])  # given back, no committed offset: the policy's reset
+    subscription.reset_missing_positions()
+    fetcher._reset_offset_if_needed(TP, OffsetResetStrategy.EARLIEST, 250)
+    assert found == [] and subscription.assignment[TP].position.offset == 250
+
+
 def test_a_reset_to_the_end_skips_by_the_users_choice_and_is_not_reported():
     subscription, fetcher, found = client(10)
     subscription._default_offset_reset_strategy = OffsetResetStrategy.LATEST

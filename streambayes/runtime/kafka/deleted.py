@@ -14,11 +14,12 @@ where the partition now begins: the offsets in between that are gone are warned 
 counted (``deleted``, final once the watch is closed). Gaps the partition's start does not
 explain (transaction markers, compaction) are not reported.
 
-Never the member's own client and never inside its poll: a first version (stop 33) asked the
-member's kafka-python consumer for its committed offsets in the poll right after a rebalance, and
-slowed the group's join. Best effort: a question that fails reports nothing (logged); one
-answered after this member committed past the assignment's offset finds no gap (the member needs
-a fetch, a prediction and the posteriors' acknowledgement for that, the watch one round trip).
+The watch asks no question of the member's own client and none inside its poll: a first version
+(stop 33) asked the member's kafka-python consumer for its committed offsets in the poll right
+after a rebalance, and slowed the group's join. Best effort: a question that fails reports
+nothing (logged); one answered after this member committed past the assignment's offset finds no
+gap (the member needs a fetch, a prediction and the posteriors' acknowledgement for that, the
+watch one round trip).
 """
 
 from __future__ import annotations

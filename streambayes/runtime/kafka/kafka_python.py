@@ -155,26 +155,31 @@ def report_resets_past_deleted(consumer: Any, report: Callable[[int, int, int], 
     seek = getattr(fetcher, "_reset_offset_if_needed", None)
     if mark is None or seek is None or not hasattr(subscription, "assignment"):
         return False
-    fetched: dict[Any, int] = {}  # partition -> the offset found out of range
+    # partition -> (its state then, the offset found out of range); a state replaced since (the
+    # partition revoked and given back) is not that reset's
+    fetched: dict[Any, tuple[Any, int]] = {}
+    lock = getattr(subscription, "_lock", None) or threading.RLock()  # (the state's own: an RLock)
 
     def request_offset_reset(partition: Any, offset_reset_strategy: Any = None) -> Any:
-        fetched.pop(partition, None)
-        if offset_reset_strategy is None:  # the client's own reset (out of range, truncation)
-            state = subscription.assignment.get(partition)
-            position = getattr(state, "position", None)
-            if position is not None:
-                fetched[partition] = int(position.offset)
-        return mark(partition, offset_reset_strategy)
+        with lock:
+            fetched.pop(partition, None)
+            if offset_reset_strategy is None:  # the client's own reset (out of range, truncation)
+                state = subscription.assignment.get(partition)
+                position = getattr(state, "position", None)
+                if position is not None:
+                    fetched[partition] = (state, int(position.offset))
+            return mark(partition, offset_reset_strategy)
 
     def reset_offset_if_needed(partition: Any, timestamp: Any, offset: Any) -> Any:
-        out = seek(partition, timestamp, offset)
-        was = fetched.pop(partition, None)
-        state = subscription.assignment.get(partition)
-        position = getattr(state, "position", None)
-        if was is not None and timestamp == OffsetResetStrategy.EARLIEST and position is not None \
-                and int(position.offset) == int(offset) > was:  # (latest: skipped by the policy)
-            report(partition.partition, was, int(offset))
-        return out
+        with lock:
+            out = seek(partition, timestamp, offset)
+            state, was = fetched.pop(partition, (None, None))
+            position = getattr(state, "position", None)
+            if was is not None and subscription.assignment.get(partition) is state \
+                    and timestamp == OffsetResetStrategy.EARLIEST and position is not None \
+                    and int(position.offset) == int(offset) > was:  # (latest: skipped by choice)
+                report(partition.partition, was, int(offset))
+            return out
 
     subscription.request_offset_reset = request_offset_reset
     fetcher._reset_offset_if_needed = reset_offset_if_needed
