@@ -3,8 +3,10 @@ snapshot resumes at are deleted (DeleteRecords, as retention would), and the res
 says which offsets it never learned, and counts them, instead of going on silently. A static
 learner on kafka-python, a group learner on confluent (each client's own ``log_starts``). A
 predictor group resuming past deleted records says which events got no posterior, on both
-clients (kafka-python: its client's own reset, ``report_resets_past_deleted``; confluent: its
-source's :class:`~streambayes.runtime.kafka.deleted.DeletedWatch`)."""
+clients (kafka-python: its client's own reset, ``report_resets_past_deleted``; confluent:
+librdkafka's own warning of that reset, read by
+:class:`~streambayes.runtime.kafka.deleted.LoggedResets`), and so does a running one that falls
+behind retention."""
 
 from __future__ import annotations
 
@@ -203,3 +205,55 @@ def test_a_running_learner_behind_retention_says_which_offsets_it_never_read(
     assert (stats.events, stats.deleted) == (500, 200), stats
     assert f"{topic}[0]: offsets 300-499 were deleted from the topic (retention or DeleteRecords) " \
            "while this learner was behind" in caplog.text
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_a_running_predictor_member_behind_retention_says_which_offsets_it_never_read(
+        bootstrap, new_topic, caplog, client):
+    """A member of a predictor group reads 300 records; its partition is paused (as a member that
+    falls behind stops fetching) while 400 more arrive and DeleteRecords removes everything below
+    500; resumed, its fetch at 300 is out of range, its client goes on from 500 and the member
+    says that 300-499 got no posterior, and counts them (each client's own reset, read as it
+    happens: no question to the broker)."""
+    import uuid
+
+    from streambayes.runtime.kafka import confluent
+
+    topic = new_topic(1, prefix="behind-group")
+    _send(bootstrap, topic, 0, 300)
+    module = kafka_python if client == "kafka-python" else confluent
+    source = module.GroupSource(bootstrap, topic, group=f"g-{uuid.uuid4().hex[:8]}")
+    offsets: list[int] = []
+
+    def read_until(last: int) -> None:
+        deadline = time.monotonic() + 60
+        while (not offsets or offsets[-1] < last) and time.monotonic() < deadline:
+            offsets.extend(r.offset for r in source.poll(100, 0.2))
+
+    try:
+        with caplog.at_level(logging.WARNING):
+            read_until(299)
+            assert offsets == list(range(300))
+            _pause(source, client, topic, True)  # a member whose fetches stopped
+            _send(bootstrap, topic, 300, 400)
+            _trim(bootstrap, topic, 500)
+            _pause(source, client, topic, False)
+            read_until(699)
+        assert offsets[300:] == list(range(500, 700))
+        assert source.deleted == 200
+        assert f"{topic}[0]: offsets 300-499 were deleted from the topic" in caplog.text
+    finally:
+        source.close()
+
+
+def _pause(source, client: str, topic: str, pause: bool) -> None:
+    """Pause (or resume) fetching partition 0 on a group source's own client (private)."""
+    consumer = source._consumer
+    if client == "kafka-python":  # kafka-python takes *partitions
+        from kafka import TopicPartition
+
+        (consumer.pause if pause else consumer.resume)(TopicPartition(topic, 0))
+    else:
+        from confluent_kafka import TopicPartition
+
+        (consumer.pause if pause else consumer.resume)([TopicPartition(topic, 0)])

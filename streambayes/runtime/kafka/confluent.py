@@ -36,7 +36,7 @@ from confluent_kafka import (
 
 from streambayes.errors import BrokerError, UsageError
 from streambayes.runtime.kafka.bounded import bounded
-from streambayes.runtime.kafka.deleted import ConfluentAsker, DeletedWatch, first_offsets
+from streambayes.runtime.kafka.deleted import RESET_LOG_LEVEL, LoggedResets, shown_level
 from streambayes.runtime.records.sources import Positions, Record
 from streambayes.runtime.retry import Backoff, retrying
 
@@ -414,6 +414,15 @@ class GroupSource:
         self.stop = stop or threading.Event()
         self._errors = _ErrorLog(f"group {group} on {topic}")
         config = _consumer_config(bootstrap, group, options, self._errors, auto_offset_reset)
+        # librdkafka's warning of a reset past deleted records says which (see .deleted): the
+        # member's client logs to it, its other lines shown as before
+        self._resets = LoggedResets(topic, _LIBRDKAFKA_LOG, shown_level(config))
+        if config.get("logger") is _LIBRDKAFKA_LOG:
+            config["logger"] = self._resets
+            config["log_level"] = max(int(config.get("log_level", 6)), RESET_LOG_LEVEL)
+        else:
+            logger.info("a logger of your own for the client of %s: records deleted before "
+                        "this group read them are not counted", group)
         self._consumer = _usable(lambda: Consumer(config))
         # revoked or lost partitions' positions are another's: forgotten after a poll in which
         # librdkafka handed some over (the callback runs inside consume, on this thread; librdkafka
@@ -426,40 +435,35 @@ class GroupSource:
             if source is not None:
                 source._rebalanced = True
 
-        def assigned(consumer: Consumer, partitions: list[TopicPartition]) -> None:
-            source = me()  # (librdkafka assigns them itself after the callback)
-            if source is not None:
-                source._deleted.given(tp.partition for tp in partitions if tp.topic == topic)
-
-        self._consumer.subscribe([topic], on_assign=assigned, on_revoke=revoked, on_lost=revoked)
-        asker = {**config,  # a consumer of the group that never subscribes (see ConfluentAsker);
-                 # its connection errors are the member's own, which says them already
-                 "error_cb": lambda error: logger.debug("deleted-records check of %s on %s: %s",
-                                                        group, topic, error.str())}
-        self._deleted = DeletedWatch(topic, lambda: ConfluentAsker(asker, group, topic))
+        self._consumer.subscribe([topic], on_revoke=revoked, on_lost=revoked)
         self._rebalanced = False
         self._next: dict[int, int] = {}
         self._backoff = Backoff(stop=self.stop)
         self._abandoned = False  # a commit given up on is still running (see close)
 
     def poll(self, max_records: int = 500, timeout: float = 0.0) -> list[Record]:
-        known = len(self._next)
         records = _poll(self._consumer, max_records, timeout, self.topic, self._next, self._errors,
                         self._backoff)
-        if len(self._next) > known:  # first records of partitions new to this member (appended)
-            self._deleted.firsts(first_offsets(records, set(list(self._next)[known:])))
+        if self._resets.owed and records:  # a reset past deleted records lands (see .deleted)
+            self._resets.seen(records, self._start)
         if self._rebalanced:  # after the poll: a batch can hold records fetched before the revoke
             self._rebalanced = False
             owned = {tp.partition for tp in self._consumer.assignment() if tp.topic == self.topic}
             for p in [p for p in self._next if p not in owned]:
                 del self._next[p]
+            self._resets.forget(owned)
         return records
+
+    def _start(self, partition: int) -> int | None:
+        """Where ``partition`` begins as the client's fetches saw it (no request)."""
+        low = self._consumer.get_watermark_offsets(TopicPartition(self.topic, partition),
+                                                   cached=True)[0]
+        return None if low is None or low < 0 else low
 
     @property
     def deleted(self) -> int:
-        """Offsets the group owed that were deleted before it read them (:mod:`.deleted`; final
-        once closed)."""
-        return self._deleted.deleted
+        """Offsets the group owed that were deleted before it read them (:mod:`.deleted`)."""
+        return self._resets.deleted
 
     def positions(self) -> Positions:
         return {self.topic: {str(p): off for p, off in sorted(self._next.items())}}
@@ -491,14 +495,11 @@ class GroupSource:
     def close(self) -> None:
         """Leave the group, for up to ``_TIMEOUT`` s; not at all when a commit is still running
         (a handle must not be destroyed under a call: it ends with the process)."""
-        try:
-            if self._abandoned:
-                logger.warning("not leaving the group %s: its last commit is still running",
-                               self.group)
-                return
-            bounded(self._consumer.close, _TIMEOUT, f"leaving the group {self.group}")
-        finally:  # after leaving: the watch's client is not the member's
-            self._deleted.close()
+        if self._abandoned:
+            logger.warning("not leaving the group %s: its last commit is still running",
+                           self.group)
+            return
+        bounded(self._consumer.close, _TIMEOUT, f"leaving the group {self.group}")
 
 
 def __getattr__(name: str):
