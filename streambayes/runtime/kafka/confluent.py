@@ -415,14 +415,12 @@ class GroupSource:
         self._errors = _ErrorLog(f"group {group} on {topic}")
         config = _consumer_config(bootstrap, group, options, self._errors, auto_offset_reset)
         # librdkafka's warning of a reset past deleted records says which (see .deleted): the
-        # member's client logs to it, its other lines shown as before
-        self._resets = LoggedResets(topic, _LIBRDKAFKA_LOG, shown_level(config))
-        if config.get("logger") is _LIBRDKAFKA_LOG:
-            config["logger"] = self._resets
-            config["log_level"] = max(int(config.get("log_level", 6)), RESET_LOG_LEVEL)
-        else:
-            logger.info("a logger of your own for the client of %s: records deleted before "
-                        "this group read them are not counted", group)
+        # member's client logs to it, its lines shown as before (to a logger of the options too)
+        self._next: dict[int, int] = {}
+        self._resets = LoggedResets(topic, config.get("logger") or _LIBRDKAFKA_LOG, shown_level(config),
+                                    self._next.get)
+        config["logger"] = self._resets
+        config["log_level"] = max(int(config.get("log_level", 6)), RESET_LOG_LEVEL)
         self._consumer = _usable(lambda: Consumer(config))
         # revoked or lost partitions' positions are another's: forgotten after a poll in which
         # librdkafka handed some over (the callback runs inside consume, on this thread; librdkafka
@@ -434,10 +432,15 @@ class GroupSource:
             source = me()
             if source is not None:
                 source._rebalanced = True
+                source._resets.revoked(tp.partition for tp in partitions if tp.topic == topic)
 
-        self._consumer.subscribe([topic], on_revoke=revoked, on_lost=revoked)
+        def assigned(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            source = me()  # (librdkafka assigns them itself after the callback)
+            if source is not None:
+                source._resets.assigned(tp.partition for tp in partitions if tp.topic == topic)
+
+        self._consumer.subscribe([topic], on_assign=assigned, on_revoke=revoked, on_lost=revoked)
         self._rebalanced = False
-        self._next: dict[int, int] = {}
         self._backoff = Backoff(stop=self.stop)
         self._abandoned = False  # a commit given up on is still running (see close)
 
@@ -451,7 +454,6 @@ class GroupSource:
             owned = {tp.partition for tp in self._consumer.assignment() if tp.topic == self.topic}
             for p in [p for p in self._next if p not in owned]:
                 del self._next[p]
-            self._resets.forget(owned)
         return records
 
     def _start(self, partition: int) -> int | None:

@@ -31,9 +31,6 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-# librdkafka's rd_kafka_offset_reset warning; the fetch position is "offset N (leader epoch E)"
-_RESET = re.compile(r"\[(\d+)\]: offset reset \(at offset (\d+)\b.*?\) to (?:cached BEGINNING|offset "
-                    r"BEGINNING)")
 # librdkafka's syslog levels as confluent-kafka hands them to a logger (0-2 critical ... 7 debug)
 _PY_LEVEL = {0: logging.CRITICAL, 1: logging.CRITICAL, 2: logging.CRITICAL, 3: logging.ERROR,
              4: logging.WARNING, 5: logging.INFO, 6: logging.INFO, 7: logging.DEBUG}
@@ -51,64 +48,101 @@ def warn_deleted(topic: str, partition: int, fetched: int, start: int,
 
 
 class LoggedResets:
-    """A confluent-kafka ``logger`` for one member's client (see the module doc): every line goes
-    on to ``forward`` at ``shown`` and above (the level the member's lines had before: the reset
-    warning needs ``log_level`` 4, the member shows critical lines only unless asked); the resets
-    of ``topic`` to its beginning are kept until :meth:`seen` finds where they landed."""
+    """A confluent-kafka ``logger`` for one member's client (see the module doc).
 
-    def __init__(self, topic: str, forward: logging.Logger, shown: int) -> None:
+    Every line goes on to ``forward`` at ``shown`` and above (the level the member's lines had
+    before: the reset warning needs ``log_level`` 4, a member shows critical lines only unless
+    asked). A reset of ``topic`` past its fetch (out of range, to the beginning) on a partition
+    the member holds (:meth:`assigned`, :meth:`revoked`, from its rebalance callbacks) is kept,
+    in order with any further one, until :meth:`seen` finds the records it landed at.
+    ``position(p)``: the next offset the member had read of ``p`` (None: none yet)."""
+
+    def __init__(self, topic: str, forward: Any, shown: int,
+                 position: Callable[[int], int | None] = lambda p: None) -> None:
         self.topic = topic
         self.deleted = 0  # offsets reported
         self._forward = forward
         self._shown = shown
-        self._mark = f"{topic} ["
-        self._owed: dict[int, int] = {}  # partition -> the offset its fetch failed at
+        self._position = position
+        self._line = re.compile(rf"(?:^|\s){re.escape(topic)} \[(\d+)\]: offset reset \(at offset "
+                                r"(\d+)\b.*?\) to (?:cached BEGINNING|offset BEGINNING)\b.*"
+                                r"Offset out of range")
+        self._ours = re.compile(rf"(?:^|\s){re.escape(topic)} \[\d+\]: offset reset .*BEGINNING.*"
+                                r"Offset out of range")
+        self._held: set[int] = set()
+        self._owed: dict[int, list[int]] = {}  # partition -> offsets its fetches failed at
+        self._last: dict[int, int] = {}  # partition -> the last offset read since (or before)
 
     def log(self, level: int, msg: str, *args: Any) -> None:
         """confluent-kafka's call: ``log(level, "%s [%s] %s", facility, client, line)``."""
-        if (level >= logging.WARNING and len(args) == 3 and args[0] == "OFFSET"
-                and self._mark in str(args[2])):  # (a debug line says a reset with no error)
-            self._reset(str(args[2]))
+        if level >= logging.WARNING and len(args) == 3 and args[0] == "OFFSET":
+            self._reset(str(args[2]))  # (a debug line says a reset with no error)
         if level >= self._shown:
             self._forward.log(level, msg, *args)
 
     def _reset(self, line: str) -> None:
-        i = line.find(self._mark)
-        found = _RESET.match(line, i + len(self.topic) + 1)
-        if found is not None:  # the earliest offset kept: a second reset before a record lands
-            self._owed.setdefault(int(found[1]), int(found[2]))
-        elif "offset reset" in line and "BEGINNING" in line:
-            logger.info("offsets of %s deleted before they were read cannot be told from "
-                        "librdkafka's line: %s", self.topic, line)
+        found = self._line.search(line)
+        if found is None:
+            if self._ours.search(line):  # a line of ours in a form not foreseen
+                logger.info("offsets of %s deleted before they were read cannot be told from "
+                            "librdkafka's line: %s", self.topic, line)
+            return
+        p, fetched = int(found[1]), int(found[2])
+        if p not in self._held:  # served after the partition was taken: the next owner's
+            return
+        owed = self._owed.setdefault(p, [])
+        if not owed:
+            at = self._position(p)
+            self._last[p] = -1 if at is None else at - 1
+        if fetched not in owed:
+            owed.append(fetched)
+            owed.sort()
 
     @property
     def owed(self) -> bool:
-        """Whether a reset still waits for its partition's first record."""
+        """Whether a reset still waits for its partition's records."""
         return bool(self._owed)
 
     def seen(self, records: Iterable[Any], start: Callable[[int], int | None]) -> None:
-        """Where the resets landed: the first record of each reset partition at or past the offset
-        fetched (records below it were fetched before the reset), ``start(p)`` the partition's
-        first offset as the client's fetches saw it (None: unknown, the record alone says)."""
-        firsts: dict[int, int] = {}
-        owed = self._owed
+        """Where the resets landed, from the member's records in order: the first at or past an
+        offset fetched closes that gap (records below it were fetched before the reset: the
+        line of a reset can be served before records queued ahead of it), at ``start(p)``, the
+        partition's first offset as the client's fetches saw it, if lower (None: unknown, the
+        record alone says). A record below one read before it: the reset landed below the offset
+        fetched (a truncated or recreated log), nothing was lost."""
+        owed_by, last = self._owed, self._last
         for r in records:
-            fetched = owed.get(r.partition)
-            if fetched is not None and r.offset >= fetched and r.partition not in firsts:
-                firsts[r.partition] = r.offset
-        for p, first in firsts.items():
-            fetched = owed.pop(p)
-            begins = start(p)
-            gone = first if begins is None or begins < 0 else min(int(begins), first)
-            if gone > fetched:
-                self.deleted += gone - fetched
-                warn_deleted(self.topic, p, fetched, gone, first)
+            p = r.partition
+            owed = owed_by.get(p)
+            if owed is None:
+                continue
+            o = r.offset
+            if o < last[p]:
+                del owed_by[p], last[p]
+                continue
+            last[p] = o
+            end = -1
+            while owed and o >= owed[0]:
+                fetched = max(owed.pop(0), end)
+                begins = start(p)
+                end = o if begins is None or begins < 0 else min(int(begins), o)
+                if end > fetched:
+                    self.deleted += end - fetched
+                    warn_deleted(self.topic, p, fetched, end, o)
+            if not owed:
+                del owed_by[p], last[p]
 
-    def forget(self, kept: Mapping[int, Any] | Iterable[int]) -> None:
-        """Partitions no longer the member's: a reset of theirs is the next owner's to see."""
-        keep = set(kept)
-        for p in [p for p in self._owed if p not in keep]:
-            del self._owed[p]
+    def assigned(self, partitions: Iterable[int]) -> None:
+        """Partitions given to the member (its rebalance callback)."""
+        self._held.update(partitions)
+
+    def revoked(self, partitions: Iterable[int]) -> None:
+        """Partitions taken from the member (its rebalance callback): a reset of theirs is the
+        next owner's to see."""
+        for p in partitions:
+            self._held.discard(p)
+            self._owed.pop(p, None)
+            self._last.pop(p, None)
 
 
 def shown_level(config: Mapping[str, Any]) -> int:
