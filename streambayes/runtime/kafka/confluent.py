@@ -417,8 +417,8 @@ class GroupSource:
         # librdkafka's warning of a reset past deleted records says which (see .deleted): the
         # member's client logs to it, its lines shown as before (to a logger of the options too)
         self._next: dict[int, int] = {}
-        self._resets = LoggedResets(topic, config.get("logger") or _LIBRDKAFKA_LOG, shown_level(config),
-                                    self._next.get)
+        self._resets = LoggedResets(topic, config.get("logger") or _LIBRDKAFKA_LOG,
+                                    shown_level(config), self._next.get)
         config["logger"] = self._resets
         config["log_level"] = max(int(config.get("log_level", 6)), RESET_LOG_LEVEL)
         self._consumer = _usable(lambda: Consumer(config))
