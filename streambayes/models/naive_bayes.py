@@ -25,10 +25,12 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from streambayes.errors import ModelError
+from streambayes.features.batch import MAX_ABS_VALUE
 from streambayes.models import token_one
 from streambayes.models.base import NaiveBayesBase
 from streambayes.models.field_components import Categorical, Gaussian
 from streambayes.models.token_components import Bernoulli, Complement, Multinomial
+from streambayes.stats import log_normalize
 
 
 class MultinomialNB(NaiveBayesBase):
@@ -224,6 +226,87 @@ class CategoricalNB(NaiveBayesBase):
 
     def _make_components(self) -> list:
         return [Categorical(self.alpha, True, self.m, self.max_values)]
+
+    # -- one event (River style): plain Python over the event's own fields, no batch ----------
+    def _event_pairs(self, x: Mapping, comp: Categorical) -> tuple[list, list] | None:
+        """(field, column) of ``x``'s categorical values, then of its numbers (the batch's field
+        order) that the model has seen; None when ``x`` needs the batch path (a text, a value
+        that is not a str, bool or plain number, or one the batch path would refuse)."""
+        if not isinstance(x, dict):
+            return None
+        cats: list = []
+        nums: list = []
+        text_fields, fields, column = self._featurizer.text_fields, comp.fields, comp._column
+        for key, value in x.items():
+            kind = type(value)
+            if value is None:
+                continue
+            if kind is str:
+                if key in text_fields:
+                    return None
+                out, v = cats, value
+            elif kind is bool:
+                out, v = cats, "true" if value else "false"
+            elif kind is float or kind is int:
+                v = float(value) if -MAX_ABS_VALUE <= value <= MAX_ABS_VALUE else math.nan
+                if v != v:  # inf, NaN, too large: the batch path says why
+                    return None
+                out = nums
+            else:
+                return None
+            i = fields.get(key)
+            c = column.get((i, v)) if i >= 0 else None
+            out.append((key, i, c))
+        return cats, nums
+
+    def predict_proba_one(self, x: Mapping) -> dict:
+        """As ``predict_proba_many([x])[0]`` (the same floats), without making a batch."""
+        comp = self._components[0]
+        pairs = self._event_pairs(x, comp) if len(self._classes) else None
+        if pairs is None:
+            return super().predict_proba_one(x)
+        k = len(self._classes)
+        scale = self._forget.to_true()
+        out = np.zeros(k)
+        for _, i, c in (*pairs[0], *pairs[1]):  # the batch's order: categorical, then numbers
+            if c is None:
+                continue
+            counts = comp._counts[c] * scale
+            total = comp._field_totals(i) * scale
+            n_values = float(len(comp._columns_of[i]))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                if self.m is not None:
+                    out += np.log(counts + self.m * (1.0 / n_values)) - np.log(total + self.m)
+                else:
+                    out += np.log(counts + self.alpha) - np.log(total + self.alpha * n_values)
+        jll = np.zeros((1, k))
+        if self.use_prior or k == 1:
+            jll += self._log_prior()
+        jll[0] += out
+        proba = np.exp(log_normalize(jll))[0]
+        return dict(zip(self._classes.values, proba.tolist(), strict=True))
+
+    def learn_one(self, x: Mapping, y, w: float = 1.0) -> None:
+        """As ``learn_many([x], [y], [w])``: an event of a class and values all seen before, with
+        a plain positive weight and no decay, is counted in place; any other, by the batch."""
+        comp = self._components[0]
+        pairs = (self._event_pairs(x, comp) if not self._forget.active and type(w) in (int, float)
+                 and 0 < w < math.inf else None)
+        try:
+            c = self._classes.get(y) if pairs is not None and y is not None else -1
+        except TypeError:  # unhashable: the batch path says so
+            c = -1
+        if c < 0 or any(col is None for _, _, col in (*pairs[0], *pairs[1])) or any(
+                self._fields.get(key) < 0 for key, _, _ in (*pairs[0], *pairs[1])):
+            return super().learn_one(x, y, w)
+        w = float(w)
+        self._class_counts[c] += w
+        counts, totals = comp._counts, comp._totals
+        for _, i, col in (*pairs[0], *pairs[1]):
+            counts[col, c] += w
+            totals.pop(i, None)
+        self.n_events += 1
+        self._refit_due()
 
 
 class GaussianNB(NaiveBayesBase):
