@@ -265,9 +265,11 @@ class CategoricalNB(NaiveBayesBase):
         pairs = self._event_pairs(x, comp) if len(self._classes) else None
         if pairs is None:
             return super().predict_proba_one(x)
+        self._last_batch = None  # (a batch of the same dicts, changed since, is not theirs)
         k = len(self._classes)
         scale = self._forget.to_true()
-        out = np.zeros(k)
+        alpha, m = float(self.alpha), None if self.m is None else float(self.m)  # (numpy 2 keeps
+        out = np.zeros(k)                            # a float32 alpha float32 against a float)
         for _, i, c in (*pairs[0], *pairs[1]):  # the batch's order: categorical, then numbers
             if c is None:
                 continue
@@ -275,10 +277,10 @@ class CategoricalNB(NaiveBayesBase):
             total = comp._field_totals(i) * scale
             n_values = float(len(comp._columns_of[i]))
             with np.errstate(divide="ignore", invalid="ignore"):
-                if self.m is not None:
-                    out += np.log(counts + self.m * (1.0 / n_values)) - np.log(total + self.m)
+                if m is not None:
+                    out += np.log(counts + m * (1.0 / n_values)) - np.log(total + m)
                 else:
-                    out += np.log(counts + self.alpha) - np.log(total + self.alpha * n_values)
+                    out += np.log(counts + alpha) - np.log(total + alpha * n_values)
         jll = np.zeros((1, k))
         if self.use_prior or k == 1:
             jll += self._log_prior()
@@ -300,6 +302,7 @@ class CategoricalNB(NaiveBayesBase):
                 self._fields.get(key) < 0 for key, _, _ in (*pairs[0], *pairs[1])):
             return super().learn_one(x, y, w)
         w = float(w)
+        self._last_batch = None
         self._class_counts[c] += w
         counts, totals = comp._counts, comp._totals
         for _, i, col in (*pairs[0], *pairs[1]):

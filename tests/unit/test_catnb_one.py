@@ -101,3 +101,46 @@ class _nothing:
 
     def __exit__(self, *exc):
         return False
+
+
+@pytest.mark.parametrize("params", [{"alpha": np.float32(0.3)}, {"m": np.float16(1.5)}])
+def test_numpy_smoothing_parameters_give_the_batch_paths_floats(params):
+    one, batch = make_model("catnb", **params), make_model("catnb", **params)
+    for x, y, w in stream(200, 3):
+        if batch.classes:
+            assert one.predict_proba_one(x) == dict(
+                zip(batch.classes, batch.predict_proba_many([x])[0].tolist(), strict=True))
+        one.learn_one(x, y, w)
+        batch.learn_many([x], [y], [w])
+
+
+def test_a_merged_or_restored_model_goes_on_one_event_at_a_time_as_in_batches():
+    from streambayes.models import model_from_state
+
+    events = list(stream(300, 11))
+    one, batch = make_model("catnb"), make_model("catnb")
+    other = make_model("catnb")
+    other.learn_many([x for x, _, _ in events[200:]], [y for _, y, _ in events[200:]])
+    for t, (x, y, w) in enumerate(events[:200]):
+        if t == 80:
+            one, batch = model_from_state(one.to_state()), model_from_state(batch.to_state())
+        if t == 140:
+            one.merge(other)
+            batch.merge(other)
+        if batch.classes:
+            assert one.predict_proba_one(x) == dict(
+                zip(batch.classes, batch.predict_proba_many([x])[0].tolist(), strict=True))
+        one.learn_one(x, y, w)
+        batch.learn_many([x], [y], [w])
+    assert np.array_equal(one._components[0]._counts, batch._components[0]._counts)
+
+
+def test_clues_of_a_dict_changed_since_its_batch_are_of_the_dict_as_it_is():
+    model = make_model("catnb")
+    model.learn_many([{"f": "a", "g": "x"}, {"f": "b", "g": "y"}, {"f": "a", "g": "y"}],
+                     ["p", "q", "p"])
+    x = {"f": "a", "g": "x"}
+    model.predict_proba_many([x])  # its batch is remembered for clues of the same dicts
+    x["f"], x["g"] = "b", "y"
+    model.predict_proba_one(x)
+    assert [name for name, _ in model.clues_many([x])[0]] == ["f=b", "g=y"]
