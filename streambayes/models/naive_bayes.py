@@ -229,9 +229,10 @@ class CategoricalNB(NaiveBayesBase):
 
     # -- one event (River style): plain Python over the event's own fields, no batch ----------
     def _event_pairs(self, x: Mapping, comp: Categorical) -> tuple[list, list] | None:
-        """(field, column) of ``x``'s categorical values, then of its numbers (the batch's field
-        order) that the model has seen; None when ``x`` needs the batch path (a text, a value
-        that is not a str, bool or plain number, or one the batch path would refuse)."""
+        """(name, field code, column) of each of ``x``'s categorical values, then of its numbers
+        (the batch's order); the code is -1 and the column None where the model has not seen
+        them. None when ``x`` needs the batch path (a text, a value that is not a str, bool or
+        plain number, or one the batch path would refuse)."""
         if not isinstance(x, dict):
             return None
         cats: list = []
