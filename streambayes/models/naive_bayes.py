@@ -299,14 +299,14 @@ class CategoricalNB(NaiveBayesBase):
             c = self._classes.get(y) if pairs is not None and y is not None else -1
         except TypeError:  # unhashable: the batch path says so
             c = -1
-        if c < 0 or any(col is None for _, _, col in (*pairs[0], *pairs[1])) or any(
-                self._fields.get(key) < 0 for key, _, _ in (*pairs[0], *pairs[1])):
+        known = pairs[0] + pairs[1] if c >= 0 else []
+        if c < 0 or any(col is None or self._fields.get(key) < 0 for key, _, col in known):
             return super().learn_one(x, y, w)
         w = float(w)
         self._last_batch = None
         self._class_counts[c] += w
         counts, totals = comp._counts, comp._totals
-        for _, i, col in (*pairs[0], *pairs[1]):
+        for _, i, col in known:
             counts[col, c] += w
             totals.pop(i, None)
         self.n_events += 1

@@ -4,6 +4,7 @@ path of their own, without a batch, and must leave the very state and give the v
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 
@@ -74,7 +75,7 @@ def test_what_the_batch_path_refuses_is_refused_the_same_way():
                         ({"colour": "red"}, None, ModelError)]:
         with pytest.raises(error):
             model.learn_one(x, y)
-        with pytest.raises(error) if y is not None else _nothing():
+        with pytest.raises(error) if y is not None else contextlib.nullcontext():
             model.predict_proba_one(x)
     model.learn_one({"colour": "blue"}, "a")
     with pytest.raises(Exception, match="max_values"):
@@ -93,14 +94,6 @@ def test_a_text_field_and_odd_weights_take_the_batch_path():
         one.learn_one(x, y, w)
         batch.learn_many([x], [y], [w])
     assert np.array_equal(one._components[0]._counts, batch._components[0]._counts)
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 @pytest.mark.parametrize("params", [{"alpha": np.float32(0.3)}, {"m": np.float16(1.5)}])
